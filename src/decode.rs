@@ -1,0 +1,682 @@
+//! Pure chain types: JSON-RPC block and transaction objects in, our own typed
+//! values out, plus the signing payload of every transaction type.
+//!
+//! `web3`'s `Transaction` drops `chainId`, `yParity`, blob and EIP-7702
+//! fields, so it cannot rebuild a signing payload; we decode the raw JSON
+//! ourselves. Decoding is lenient about the quirks real nodes produce (see
+//! `tests/fixtures/README.md`): zero-padded or stripped quantities, `chainId`
+//! on legacy txs, missing `type`, `v` without `yParity`, `to: null`.
+//!
+//! This module does no I/O and touches no secp256k1 context: it parses and
+//! hashes. Whether a signature is usable is decided in [`crate::recover`];
+//! here a missing signature field is simply `None`.
+
+use rlp::RlpStream;
+use serde::Deserialize;
+use serde_json::Value;
+use sha3::{Digest, Keccak256};
+
+pub type Address = [u8; 20];
+pub type B256 = [u8; 32];
+
+/// A 256-bit unsigned quantity, big-endian. RLP integers are its bytes with
+/// leading zeros removed ([`U256::minimal`]).
+#[derive(Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct U256(pub [u8; 32]);
+
+impl U256 {
+    pub const ZERO: U256 = U256([0; 32]);
+
+    pub fn from_u64(v: u64) -> U256 {
+        let mut b = [0u8; 32];
+        b[24..].copy_from_slice(&v.to_be_bytes());
+        U256(b)
+    }
+
+    /// Big-endian bytes without leading zeros (empty for zero): the RLP
+    /// integer encoding.
+    pub fn minimal(&self) -> &[u8] {
+        let first = self.0.iter().position(|&b| b != 0).unwrap_or(32);
+        &self.0[first..]
+    }
+
+    pub fn is_zero(&self) -> bool {
+        self.0 == [0; 32]
+    }
+
+    pub fn to_u64(&self) -> Option<u64> {
+        if self.0[..24].iter().any(|&b| b != 0) {
+            return None;
+        }
+        Some(u64::from_be_bytes(self.0[24..].try_into().unwrap()))
+    }
+
+    /// Decimal digits, for display and PostgreSQL `NUMERIC`.
+    pub fn to_decimal(&self) -> String {
+        // Schoolbook division by 10^19 on four u64 limbs.
+        let mut limbs = [0u64; 4];
+        for (i, limb) in limbs.iter_mut().enumerate() {
+            *limb = u64::from_be_bytes(self.0[i * 8..i * 8 + 8].try_into().unwrap());
+        }
+        const BASE: u128 = 10_000_000_000_000_000_000;
+        let mut parts = Vec::new();
+        while limbs.iter().any(|&l| l != 0) {
+            let mut rem: u128 = 0;
+            for limb in limbs.iter_mut() {
+                let cur = (rem << 64) | *limb as u128;
+                *limb = (cur / BASE) as u64;
+                rem = cur % BASE;
+            }
+            parts.push(rem as u64);
+        }
+        match parts.split_last() {
+            None => "0".to_string(),
+            Some((most, rest)) => {
+                let mut s = most.to_string();
+                for p in rest.iter().rev() {
+                    s.push_str(&format!("{p:019}"));
+                }
+                s
+            }
+        }
+    }
+}
+
+impl std::fmt::Debug for U256 {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "0x{}", hex::encode(self.minimal()))
+    }
+}
+
+/// A malformed field in a JSON-RPC object. Absent fields are not errors
+/// here; they are `None` and judged by whoever needs them.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DecodeError {
+    #[error("not a JSON object: {0}")]
+    Json(String),
+    #[error("field {field}: {problem}: {value:?}")]
+    Field {
+        field: &'static str,
+        problem: &'static str,
+        value: String,
+    },
+    #[error("missing field {0}")]
+    Missing(&'static str),
+}
+
+fn bad(field: &'static str, problem: &'static str, value: &str) -> DecodeError {
+    let mut value = value.to_string();
+    if value.len() > 80 {
+        value.truncate(80);
+        value.push('…');
+    }
+    DecodeError::Field {
+        field,
+        problem,
+        value,
+    }
+}
+
+fn strip_0x<'a>(field: &'static str, s: &'a str) -> Result<&'a str, DecodeError> {
+    s.strip_prefix("0x")
+        .or_else(|| s.strip_prefix("0X"))
+        .ok_or_else(|| bad(field, "expected 0x-prefixed hex", s))
+}
+
+/// A hex quantity. Accepts leading zeros (zero-padded r/s), odd digit
+/// counts, and `0x` alone as zero.
+pub fn parse_u256(field: &'static str, s: &str) -> Result<U256, DecodeError> {
+    let digits = strip_0x(field, s)?.trim_start_matches('0').as_bytes();
+    if digits.len() > 64 {
+        return Err(bad(field, "quantity exceeds 256 bits", s));
+    }
+    let mut out = [0u8; 32];
+    // Fill from the least significant nibble.
+    for (i, &c) in digits.iter().rev().enumerate() {
+        let nib = hex_nibble(c).ok_or_else(|| bad(field, "invalid hex digit", s))?;
+        out[31 - i / 2] |= nib << ((i % 2) * 4);
+    }
+    Ok(U256(out))
+}
+
+pub fn parse_u64(field: &'static str, s: &str) -> Result<u64, DecodeError> {
+    parse_u256(field, s)?
+        .to_u64()
+        .ok_or_else(|| bad(field, "quantity exceeds 64 bits", s))
+}
+
+fn hex_nibble(c: u8) -> Option<u8> {
+    match c {
+        b'0'..=b'9' => Some(c - b'0'),
+        b'a'..=b'f' => Some(c - b'a' + 10),
+        b'A'..=b'F' => Some(c - b'A' + 10),
+        _ => None,
+    }
+}
+
+/// Hex data of any length (even digit count).
+pub fn parse_bytes(field: &'static str, s: &str) -> Result<Vec<u8>, DecodeError> {
+    hex::decode(strip_0x(field, s)?).map_err(|_| bad(field, "invalid hex data", s))
+}
+
+/// Hex data of exactly `N` bytes (addresses, hashes).
+pub fn parse_fixed<const N: usize>(field: &'static str, s: &str) -> Result<[u8; N], DecodeError> {
+    let mut out = [0u8; N];
+    hex::decode_to_slice(strip_0x(field, s)?, &mut out).map_err(|_| {
+        if s.len() == 2 + 2 * N {
+            bad(field, "invalid hex digit", s)
+        } else {
+            bad(field, "wrong length", s)
+        }
+    })?;
+    Ok(out)
+}
+
+fn opt<T>(
+    field: &'static str,
+    s: Option<&str>,
+    parse: impl Fn(&'static str, &str) -> Result<T, DecodeError>,
+) -> Result<Option<T>, DecodeError> {
+    s.map(|s| parse(field, s)).transpose()
+}
+
+// ---------------------------------------------------------------------------
+// Wire shapes: borrowed strings, so decoding from `&Value` or `&str` copies
+// nothing until hex is parsed.
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct WireTx<'a> {
+    #[serde(borrow)]
+    hash: Option<&'a str>,
+    #[serde(borrow, rename = "type")]
+    tx_type: Option<&'a str>,
+    #[serde(borrow)]
+    block_number: Option<&'a str>,
+    #[serde(borrow)]
+    transaction_index: Option<&'a str>,
+    #[serde(borrow)]
+    chain_id: Option<&'a str>,
+    #[serde(borrow)]
+    nonce: Option<&'a str>,
+    #[serde(borrow)]
+    gas_price: Option<&'a str>,
+    #[serde(borrow)]
+    max_priority_fee_per_gas: Option<&'a str>,
+    #[serde(borrow)]
+    max_fee_per_gas: Option<&'a str>,
+    #[serde(borrow)]
+    max_fee_per_blob_gas: Option<&'a str>,
+    #[serde(borrow)]
+    gas: Option<&'a str>,
+    #[serde(borrow)]
+    to: Option<&'a str>,
+    #[serde(borrow)]
+    value: Option<&'a str>,
+    #[serde(borrow, alias = "data")]
+    input: Option<&'a str>,
+    #[serde(borrow)]
+    access_list: Option<Vec<WireAccessItem<'a>>>,
+    #[serde(borrow)]
+    blob_versioned_hashes: Option<Vec<&'a str>>,
+    #[serde(borrow)]
+    authorization_list: Option<Vec<WireAuth<'a>>>,
+    #[serde(borrow)]
+    v: Option<&'a str>,
+    #[serde(borrow)]
+    y_parity: Option<&'a str>,
+    #[serde(borrow)]
+    r: Option<&'a str>,
+    #[serde(borrow)]
+    s: Option<&'a str>,
+    #[serde(borrow)]
+    from: Option<&'a str>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct WireAccessItem<'a> {
+    #[serde(borrow)]
+    address: &'a str,
+    #[serde(borrow, default)]
+    storage_keys: Vec<&'a str>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct WireAuth<'a> {
+    #[serde(borrow)]
+    chain_id: Option<&'a str>,
+    #[serde(borrow)]
+    address: Option<&'a str>,
+    #[serde(borrow)]
+    nonce: Option<&'a str>,
+    #[serde(borrow)]
+    y_parity: Option<&'a str>,
+    #[serde(borrow)]
+    v: Option<&'a str>,
+    #[serde(borrow)]
+    r: Option<&'a str>,
+    #[serde(borrow)]
+    s: Option<&'a str>,
+}
+
+// ---------------------------------------------------------------------------
+// Our types.
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AccessItem {
+    pub address: Address,
+    pub storage_keys: Vec<B256>,
+}
+
+/// An EIP-7702 authorization tuple. Signature fields stay optional: a bad
+/// tuple makes only its own authority unrecoverable, never the transaction.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Authorization {
+    pub chain_id: Option<U256>,
+    pub address: Option<Address>,
+    pub nonce: Option<u64>,
+    /// `yParity`, or `v` where a node reports that instead.
+    pub y_parity: Option<U256>,
+    pub r: Option<U256>,
+    pub s: Option<U256>,
+}
+
+/// A transaction as the node described it. Absent fields are `None`;
+/// whether the signing payload can be built is decided by [`Tx::signing_hash`].
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Tx {
+    pub hash: Option<B256>,
+    pub block_number: Option<u64>,
+    pub index: Option<u64>,
+    /// The EIP-2718 type; a missing `type` field means legacy (0).
+    pub tx_type: u8,
+    pub chain_id: Option<U256>,
+    pub nonce: Option<u64>,
+    pub gas_price: Option<U256>,
+    pub max_priority_fee_per_gas: Option<U256>,
+    pub max_fee_per_gas: Option<U256>,
+    pub max_fee_per_blob_gas: Option<U256>,
+    pub gas: Option<U256>,
+    /// `None` for a contract creation.
+    pub to: Option<Address>,
+    pub value: Option<U256>,
+    pub input: Vec<u8>,
+    pub access_list: Vec<AccessItem>,
+    pub blob_versioned_hashes: Vec<B256>,
+    pub authorization_list: Vec<Authorization>,
+    pub v: Option<U256>,
+    pub y_parity: Option<U256>,
+    pub r: Option<U256>,
+    pub s: Option<U256>,
+    /// The sender the node claims; we recover our own and compare.
+    pub from: Option<Address>,
+}
+
+/// Why a signing payload cannot be built.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PayloadError {
+    #[error("unsupported transaction type 0x{0:02x} (not a signed Ethereum transaction)")]
+    UnsupportedType(u8),
+    #[error("missing field {0} required by a type {1} transaction")]
+    Missing(&'static str, u8),
+}
+
+impl Tx {
+    /// Decodes a JSON-RPC transaction object (from `eth_getBlockByNumber(n,
+    /// true)` or `eth_getTransactionByHash`).
+    pub fn from_value(v: &Value) -> Result<Tx, DecodeError> {
+        let wire = WireTx::deserialize(v).map_err(|e| DecodeError::Json(e.to_string()))?;
+        Tx::from_wire(wire)
+    }
+
+    /// Decodes one JSON text holding a transaction object.
+    pub fn from_json(s: &str) -> Result<Tx, DecodeError> {
+        let wire: WireTx = serde_json::from_str(s).map_err(|e| DecodeError::Json(e.to_string()))?;
+        Tx::from_wire(wire)
+    }
+
+    fn from_wire(w: WireTx<'_>) -> Result<Tx, DecodeError> {
+        let tx_type = match w.tx_type {
+            None => 0,
+            Some(t) => {
+                let t64 = parse_u64("type", t)?;
+                u8::try_from(t64).map_err(|_| bad("type", "not a transaction type", t))?
+            }
+        };
+        let access_list = w
+            .access_list
+            .unwrap_or_default()
+            .into_iter()
+            .map(|item| {
+                Ok(AccessItem {
+                    address: parse_fixed("accessList.address", item.address)?,
+                    storage_keys: item
+                        .storage_keys
+                        .into_iter()
+                        .map(|k| parse_fixed("accessList.storageKeys", k))
+                        .collect::<Result<_, _>>()?,
+                })
+            })
+            .collect::<Result<_, DecodeError>>()?;
+        let authorization_list = w
+            .authorization_list
+            .unwrap_or_default()
+            .into_iter()
+            .map(|a| {
+                Ok(Authorization {
+                    chain_id: opt("authorizationList.chainId", a.chain_id, parse_u256)?,
+                    address: opt("authorizationList.address", a.address, parse_fixed)?,
+                    nonce: opt("authorizationList.nonce", a.nonce, parse_u64)?,
+                    y_parity: opt("authorizationList.yParity", a.y_parity.or(a.v), parse_u256)?,
+                    r: opt("authorizationList.r", a.r, parse_u256)?,
+                    s: opt("authorizationList.s", a.s, parse_u256)?,
+                })
+            })
+            .collect::<Result<_, DecodeError>>()?;
+        // `to: ""` or `"0x"` appears for creations on some nodes.
+        let to = match w.to {
+            Some("") | Some("0x") | None => None,
+            Some(t) => Some(parse_fixed("to", t)?),
+        };
+        Ok(Tx {
+            hash: opt("hash", w.hash, parse_fixed)?,
+            block_number: opt("blockNumber", w.block_number, parse_u64)?,
+            index: opt("transactionIndex", w.transaction_index, parse_u64)?,
+            tx_type,
+            chain_id: opt("chainId", w.chain_id, parse_u256)?,
+            nonce: opt("nonce", w.nonce, parse_u64)?,
+            gas_price: opt("gasPrice", w.gas_price, parse_u256)?,
+            max_priority_fee_per_gas: opt(
+                "maxPriorityFeePerGas",
+                w.max_priority_fee_per_gas,
+                parse_u256,
+            )?,
+            max_fee_per_gas: opt("maxFeePerGas", w.max_fee_per_gas, parse_u256)?,
+            max_fee_per_blob_gas: opt("maxFeePerBlobGas", w.max_fee_per_blob_gas, parse_u256)?,
+            gas: opt("gas", w.gas, parse_u256)?,
+            to,
+            value: opt("value", w.value, parse_u256)?,
+            input: opt("input", w.input, parse_bytes)?.unwrap_or_default(),
+            access_list,
+            blob_versioned_hashes: w
+                .blob_versioned_hashes
+                .unwrap_or_default()
+                .into_iter()
+                .map(|h| parse_fixed("blobVersionedHashes", h))
+                .collect::<Result<_, _>>()?,
+            authorization_list,
+            v: opt("v", w.v, parse_u256)?,
+            y_parity: opt("yParity", w.y_parity, parse_u256)?,
+            r: opt("r", w.r, parse_u256)?,
+            s: opt("s", w.s, parse_u256)?,
+            from: opt("from", w.from, parse_fixed)?,
+        })
+    }
+
+    /// For a legacy transaction, the chain id that `v` encodes (EIP-155:
+    /// v = 2·chainId + 35 + parity), or `None` when `v` is 27/28
+    /// (pre-EIP-155). Decided from `v` alone: nodes report `chainId` 0, null
+    /// or even the real chain id on pre-155 transactions.
+    pub fn eip155_chain_id(v: &U256) -> Option<U256> {
+        if v.to_u64().is_some_and(|v| v == 27 || v == 28) || *v < U256::from_u64(35) {
+            return None;
+        }
+        // chain_id = (v - 35) >> 1, on 256-bit big-endian bytes.
+        let mut x = v.0;
+        let mut sub = 35u8;
+        for b in x.iter_mut().rev() {
+            let (res, borrow) = b.overflowing_sub(sub);
+            *b = res;
+            sub = borrow as u8;
+        }
+        let mut carry = 0u8;
+        for b in x.iter_mut() {
+            let next = *b & 1;
+            *b = (*b >> 1) | (carry << 7);
+            carry = next;
+        }
+        Some(U256(x))
+    }
+
+    /// keccak256 of the unsigned payload this transaction's signature signs;
+    /// typed payloads are prefixed with their type byte.
+    pub fn signing_hash(&self) -> Result<B256, PayloadError> {
+        let ty = self.tx_type;
+        let need = |field: &'static str| PayloadError::Missing(field, ty);
+        let nonce = self.nonce.ok_or_else(|| need("nonce"))?;
+        let gas = self.gas.ok_or_else(|| need("gas"))?;
+        let value = self.value.ok_or_else(|| need("value"))?;
+        let chain_id = || self.chain_id.ok_or_else(|| need("chainId"));
+        let fees = |s: &mut RlpStream| -> Result<(), PayloadError> {
+            let tip = self
+                .max_priority_fee_per_gas
+                .ok_or_else(|| need("maxPriorityFeePerGas"))?;
+            let cap = self.max_fee_per_gas.ok_or_else(|| need("maxFeePerGas"))?;
+            s.append(&tip.minimal()).append(&cap.minimal());
+            Ok(())
+        };
+        let mut s;
+        match ty {
+            0 => {
+                let v = self.v.ok_or_else(|| need("v"))?;
+                let eip155 = Tx::eip155_chain_id(&v);
+                s = RlpStream::new_list(if eip155.is_some() { 9 } else { 6 });
+                let price = self.gas_price.ok_or_else(|| need("gasPrice"))?;
+                s.append(&nonce).append(&price.minimal());
+                self.append_call(&mut s, &gas, &value);
+                if let Some(id) = eip155 {
+                    s.append(&id.minimal()).append_empty_data().append_empty_data();
+                }
+                return Ok(keccak(&[s.as_raw()]));
+            }
+            1 => {
+                s = RlpStream::new_list(8);
+                let price = self.gas_price.ok_or_else(|| need("gasPrice"))?;
+                s.append(&chain_id()?.minimal()).append(&nonce).append(&price.minimal());
+                self.append_call(&mut s, &gas, &value);
+                self.append_access_list(&mut s);
+            }
+            2 => {
+                s = RlpStream::new_list(9);
+                s.append(&chain_id()?.minimal()).append(&nonce);
+                fees(&mut s)?;
+                self.append_call(&mut s, &gas, &value);
+                self.append_access_list(&mut s);
+            }
+            3 => {
+                let to = self.to.ok_or_else(|| need("to"))?;
+                let blob_fee = self
+                    .max_fee_per_blob_gas
+                    .ok_or_else(|| need("maxFeePerBlobGas"))?;
+                s = RlpStream::new_list(11);
+                s.append(&chain_id()?.minimal()).append(&nonce);
+                fees(&mut s)?;
+                s.append(&gas.minimal()).append(&&to[..]).append(&value.minimal());
+                s.append(&self.input.as_slice());
+                self.append_access_list(&mut s);
+                s.append(&blob_fee.minimal());
+                s.begin_list(self.blob_versioned_hashes.len());
+                for h in &self.blob_versioned_hashes {
+                    s.append(&&h[..]);
+                }
+            }
+            4 => {
+                let to = self.to.ok_or_else(|| need("to"))?;
+                s = RlpStream::new_list(10);
+                s.append(&chain_id()?.minimal()).append(&nonce);
+                fees(&mut s)?;
+                s.append(&gas.minimal()).append(&&to[..]).append(&value.minimal());
+                s.append(&self.input.as_slice());
+                self.append_access_list(&mut s);
+                s.begin_list(self.authorization_list.len());
+                for a in &self.authorization_list {
+                    let field = |x: Option<U256>, name| x.ok_or_else(|| need(name));
+                    s.begin_list(6);
+                    s.append(&field(a.chain_id, "authorizationList.chainId")?.minimal());
+                    s.append(&&a.address.ok_or_else(|| need("authorizationList.address"))?[..]);
+                    s.append(&a.nonce.ok_or_else(|| need("authorizationList.nonce"))?);
+                    s.append(&field(a.y_parity, "authorizationList.yParity")?.minimal());
+                    s.append(&field(a.r, "authorizationList.r")?.minimal());
+                    s.append(&field(a.s, "authorizationList.s")?.minimal());
+                }
+            }
+            other => return Err(PayloadError::UnsupportedType(other)),
+        }
+        Ok(keccak(&[&[ty], s.as_raw()]))
+    }
+
+    /// `gas, to, value, data`: the part every payload shares.
+    fn append_call(&self, s: &mut RlpStream, gas: &U256, value: &U256) {
+        s.append(&gas.minimal());
+        match &self.to {
+            Some(to) => s.append(&&to[..]),
+            None => s.append_empty_data(),
+        };
+        s.append(&value.minimal()).append(&self.input.as_slice());
+    }
+
+    fn append_access_list(&self, s: &mut RlpStream) {
+        s.begin_list(self.access_list.len());
+        for item in &self.access_list {
+            s.begin_list(2).append(&&item.address[..]);
+            s.begin_list(item.storage_keys.len());
+            for k in &item.storage_keys {
+                s.append(&&k[..]);
+            }
+        }
+    }
+}
+
+impl Authorization {
+    /// keccak256(0x05 || rlp([chainId, address, nonce])): what an EIP-7702
+    /// authority signs. `None` when a field is missing.
+    pub fn signing_hash(&self) -> Option<B256> {
+        let mut s = RlpStream::new_list(3);
+        s.append(&self.chain_id?.minimal())
+            .append(&&self.address?[..])
+            .append(&self.nonce?);
+        Some(keccak(&[&[0x05], s.as_raw()]))
+    }
+}
+
+pub fn keccak(parts: &[&[u8]]) -> B256 {
+    let mut h = Keccak256::new();
+    for p in parts {
+        h.update(p);
+    }
+    h.finalize().into()
+}
+
+/// A block header plus its transactions, still as JSON values: decoding the
+/// transactions is CPU work that belongs on the recovery pool.
+#[derive(Debug, Clone)]
+pub struct RawBlock {
+    pub number: u64,
+    pub hash: B256,
+    pub parent_hash: B256,
+    pub timestamp: u64,
+    pub transactions: Vec<Value>,
+}
+
+impl RawBlock {
+    /// Splits a full block object (`eth_getBlockByNumber(n, true)`).
+    pub fn from_value(mut v: Value) -> Result<RawBlock, DecodeError> {
+        let field = |v: &Value, name: &'static str| -> Result<String, DecodeError> {
+            match v.get(name) {
+                Some(Value::String(s)) => Ok(s.clone()),
+                Some(other) => Err(bad(name, "expected a hex string", &other.to_string())),
+                None => Err(DecodeError::Missing(name)),
+            }
+        };
+        if !v.is_object() {
+            return Err(DecodeError::Json(format!("expected a block object, got {v}")));
+        }
+        let number = parse_u64("number", &field(&v, "number")?)?;
+        let hash = parse_fixed("hash", &field(&v, "hash")?)?;
+        let parent_hash = parse_fixed("parentHash", &field(&v, "parentHash")?)?;
+        let timestamp = parse_u64("timestamp", &field(&v, "timestamp")?)?;
+        let transactions = match v.get_mut("transactions").map(Value::take) {
+            Some(Value::Array(txs)) => txs,
+            Some(Value::Null) | None => Vec::new(),
+            Some(other) => {
+                return Err(bad("transactions", "expected an array", &other.to_string()));
+            }
+        };
+        if let Some(first) = transactions.first() {
+            if !first.is_object() {
+                return Err(bad(
+                    "transactions",
+                    "expected full transaction objects (eth_getBlockByNumber with true)",
+                    &first.to_string(),
+                ));
+            }
+        }
+        Ok(RawBlock {
+            number,
+            hash,
+            parent_hash,
+            timestamp,
+            transactions,
+        })
+    }
+}
+
+pub fn hex0x(bytes: &[u8]) -> String {
+    format!("0x{}", hex::encode(bytes))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quantities_accept_padding_stripping_and_odd_lengths() {
+        let a = parse_u256("r", "0x00000000000000000000000000000000000000000000000000000000000abc").unwrap();
+        let b = parse_u256("r", "0xabc").unwrap();
+        assert_eq!(a, b);
+        assert_eq!(b.minimal(), &[0x0a, 0xbc]);
+        assert_eq!(parse_u256("v", "0x").unwrap(), U256::ZERO);
+        assert!(parse_u256("v", "12").is_err());
+        assert!(parse_u256("v", "0xzz").is_err());
+        assert!(parse_u256("v", &format!("0x1{}", "0".repeat(64))).is_err());
+    }
+
+    #[test]
+    fn decimal_rendering_is_exact() {
+        assert_eq!(U256::ZERO.to_decimal(), "0");
+        assert_eq!(U256::from_u64(u64::MAX).to_decimal(), "18446744073709551615");
+        let max = U256([0xff; 32]);
+        assert_eq!(
+            max.to_decimal(),
+            "115792089237316195423570985008687907853269984665640564039457584007913129639935"
+        );
+        let ten_pow_19 = parse_u256("x", "0x8ac7230489e80000").unwrap();
+        assert_eq!(ten_pow_19.to_decimal(), "10000000000000000000");
+    }
+
+    #[test]
+    fn eip155_is_decided_from_v() {
+        assert_eq!(Tx::eip155_chain_id(&U256::from_u64(27)), None);
+        assert_eq!(Tx::eip155_chain_id(&U256::from_u64(28)), None);
+        assert_eq!(Tx::eip155_chain_id(&U256::from_u64(37)), Some(U256::from_u64(1)));
+        assert_eq!(Tx::eip155_chain_id(&U256::from_u64(38)), Some(U256::from_u64(1)));
+        // v beyond 2^53: the hive chain id 0xc72dd9d5e883e.
+        let id = 0xc72dd9d5e883e_u64;
+        assert_eq!(
+            Tx::eip155_chain_id(&U256::from_u64(id * 2 + 36)),
+            Some(U256::from_u64(id))
+        );
+        // A v that wraps past one byte while subtracting 35.
+        assert_eq!(Tx::eip155_chain_id(&U256::from_u64(291)), Some(U256::from_u64(128)));
+    }
+
+    #[test]
+    fn malformed_fields_are_named() {
+        let err = Tx::from_json(r#"{"hash":"0x12","type":"0x2"}"#).unwrap_err();
+        assert!(err.to_string().contains("hash"), "{err}");
+        let err = Tx::from_json(r#"{"nonce":7}"#).unwrap_err();
+        assert!(matches!(err, DecodeError::Json(_)), "{err}");
+    }
+}

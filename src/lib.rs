@@ -1,0 +1,36 @@
+//! sender-indexer: index an EVM chain into PostgreSQL, recovering every
+//! transaction's sender from its signature instead of trusting the node's
+//! `from` field.
+//!
+//! Data flows one way, one module per stage:
+//!
+//! ```text
+//!   rpc  ──JSON──▶  decode  ──typed txs──▶  recover  ──senders──▶  store
+//!  (I/O)           (pure)                 (CPU pool)              (SQL)
+//!                     ▲                                              │
+//!                     └──────────────── pipeline ◀───────────────────┘
+//!                        (backfill, follow: orchestration only)
+//! ```
+//!
+//! * [`rpc`] talks JSON-RPC (batching, retries, ordering); it does not decode.
+//! * [`decode`] turns JSON transaction objects into our own types and builds
+//!   signing hashes; no I/O, no crypto context.
+//! * [`recover`] owns the one process-wide secp256k1 context and the bounded
+//!   worker pool; no async, no SQL.
+//! * [`store`] owns every SQL statement; it does not know about RPC.
+//! * [`pipeline`] wires the stages with bounded channels and handles
+//!   checkpoints, reorgs and shutdown.
+
+pub mod app;
+pub mod cli;
+pub mod config;
+pub mod decode;
+pub mod embedded_pg;
+pub mod jsonl;
+pub mod metrics;
+pub mod pipeline;
+pub mod progress;
+pub mod recover;
+pub mod rpc;
+pub mod shutdown;
+pub mod store;

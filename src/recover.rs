@@ -1,0 +1,348 @@
+//! Sender recovery: the one process-wide secp256k1 context and the bounded
+//! worker pool that every recovery in the process runs on.
+//!
+//! This project exists because rust-web3's `recover` built
+//! `Secp256k1::verification_only()` on every call (about 7 ms a recovery
+//! instead of about 50 µs). Here the context is built once, lazily, in
+//! [`context`], and shared read-only by every thread; nothing else in the
+//! crate may construct one. We pin a secp256k1 release whose API takes the
+//! context explicitly, and leave its `rand` feature off: re-randomizing
+//! only protects signing, which we never do.
+//!
+//! The pool is plain `std::thread`s, not `spawn_blocking`: recovery is
+//! long-running CPU work that must not occupy tokio's blocking threads or
+//! delay the runtime's shutdown (reth's sender-recovery stage does the
+//! same). This module does no async I/O and no SQL.
+
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::mpsc as std_mpsc;
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+
+use once_cell::sync::Lazy;
+use secp256k1::ecdsa::{RecoverableSignature, RecoveryId};
+use secp256k1::{Message, Secp256k1, VerifyOnly};
+use serde_json::Value;
+use tokio::sync::{Semaphore, oneshot};
+
+use crate::decode::{Address, Authorization, B256, DecodeError, PayloadError, Tx, U256, keccak};
+
+static SECP256K1: Lazy<Secp256k1<VerifyOnly>> = Lazy::new(Secp256k1::verification_only);
+
+/// The process-wide verification context. Building one costs milliseconds;
+/// using it costs nothing, and it is safe to share between threads.
+pub fn context() -> &'static Secp256k1<VerifyOnly> {
+    &SECP256K1
+}
+
+/// The order n of the secp256k1 group: r and s must lie in [1, n-1].
+const SECP256K1_N: U256 = U256([
+    0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xfe,
+    0xba, 0xae, 0xdc, 0xe6, 0xaf, 0x48, 0xa0, 0x3b, 0xbf, 0xd2, 0x5e, 0x8c, 0xd0, 0x36, 0x41, 0x41,
+]);
+
+/// Why a sender (or an EIP-7702 authority) cannot be recovered. The
+/// transaction is still indexed, with a NULL sender.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RecoverError {
+    #[error(transparent)]
+    Payload(#[from] PayloadError),
+    #[error("missing signature field {0}")]
+    MissingSignature(&'static str),
+    #[error("invalid v {0:?} for a legacy transaction (expected 27, 28 or 2*chainId+35/36)")]
+    InvalidV(U256),
+    #[error("invalid y parity {0:?} (expected 0 or 1)")]
+    InvalidParity(U256),
+    #[error("signature {0} is zero")]
+    Zero(&'static str),
+    #[error("signature {0} is not below the curve order")]
+    OutOfRange(&'static str),
+    #[error("no public key recovers from this signature")]
+    NoKey,
+}
+
+/// Recovers the address that signed `hash`: the last 20 bytes of keccak256
+/// of the uncompressed public key without its 0x04 prefix.
+///
+/// High-s signatures are accepted: they were valid before Homestead, and
+/// recovery does not need the low-s normal form.
+pub fn recover_address(hash: &B256, r: &U256, s: &U256, parity: u8) -> Result<Address, RecoverError> {
+    for (name, x) in [("r", r), ("s", s)] {
+        if x.is_zero() {
+            return Err(RecoverError::Zero(name));
+        }
+        if *x >= SECP256K1_N {
+            return Err(RecoverError::OutOfRange(name));
+        }
+    }
+    let recid = RecoveryId::try_from(i32::from(parity))
+        .map_err(|_| RecoverError::InvalidParity(U256::from_u64(parity.into())))?;
+    let mut compact = [0u8; 64];
+    compact[..32].copy_from_slice(&r.0);
+    compact[32..].copy_from_slice(&s.0);
+    let sig = RecoverableSignature::from_compact(&compact, recid).map_err(|_| RecoverError::NoKey)?;
+    let key = context()
+        .recover_ecdsa(&Message::from_digest(*hash), &sig)
+        .map_err(|_| RecoverError::NoKey)?;
+    Ok(pubkey_to_address(&key.serialize_uncompressed()))
+}
+
+/// Address of an uncompressed (65-byte, 0x04-prefixed) public key.
+pub fn pubkey_to_address(uncompressed: &[u8; 65]) -> Address {
+    let digest = keccak(&[&uncompressed[1..]]);
+    digest[12..].try_into().expect("20 bytes")
+}
+
+fn y_parity(p: &U256) -> Result<u8, RecoverError> {
+    match p.to_u64() {
+        Some(0) => Ok(0),
+        Some(1) => Ok(1),
+        _ => Err(RecoverError::InvalidParity(*p)),
+    }
+}
+
+/// The recovery id a transaction's signature carries.
+fn tx_parity(tx: &Tx) -> Result<u8, RecoverError> {
+    if tx.tx_type != 0 {
+        // Typed txs carry yParity; some nodes report only `v`, which then
+        // holds the same 0/1 (or, from old clients, 27/28).
+        let p = tx
+            .y_parity
+            .or(tx.v)
+            .ok_or(RecoverError::MissingSignature("yParity"))?;
+        return match p.to_u64() {
+            Some(v @ (27 | 28)) if tx.y_parity.is_none() => Ok((v - 27) as u8),
+            _ => y_parity(&p),
+        };
+    }
+    let v = tx.v.ok_or(RecoverError::MissingSignature("v"))?;
+    match v.to_u64() {
+        Some(27) => Ok(0),
+        Some(28) => Ok(1),
+        _ if v >= U256::from_u64(35) => Ok(1 - (v.0[31] & 1)), // v = 2·id + 35 + parity
+        _ => Err(RecoverError::InvalidV(v)),
+    }
+}
+
+/// What recovery found for one transaction: its sender, and for type 4
+/// one authority per authorization, in order. Each is recovered on its own:
+/// a bad authorization tuple does not hide the sender, nor the reverse.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Recovered {
+    pub sender: Result<Address, RecoverError>,
+    pub authorities: Vec<Result<Address, RecoverError>>,
+}
+
+/// Recovers a transaction's sender, and for type 4 every authority.
+pub fn recover_tx(tx: &Tx) -> Recovered {
+    Recovered {
+        sender: recover_sender(tx),
+        authorities: tx.authorization_list.iter().map(recover_authority).collect(),
+    }
+}
+
+fn recover_sender(tx: &Tx) -> Result<Address, RecoverError> {
+    let hash = tx.signing_hash()?;
+    let r = tx.r.ok_or(RecoverError::MissingSignature("r"))?;
+    let s = tx.s.ok_or(RecoverError::MissingSignature("s"))?;
+    recover_address(&hash, &r, &s, tx_parity(tx)?)
+}
+
+fn recover_authority(a: &Authorization) -> Result<Address, RecoverError> {
+    let hash = a.signing_hash().ok_or(RecoverError::MissingSignature(
+        "authorizationList.chainId/address/nonce",
+    ))?;
+    let parity = a
+        .y_parity
+        .ok_or(RecoverError::MissingSignature("authorizationList.yParity"))?;
+    let r = a.r.ok_or(RecoverError::MissingSignature("authorizationList.r"))?;
+    let s = a.s.ok_or(RecoverError::MissingSignature("authorizationList.s"))?;
+    recover_address(&hash, &r, &s, y_parity(&parity)?)
+}
+
+/// A decoded transaction with what recovery found.
+#[derive(Debug, Clone)]
+pub struct RecoveredTx {
+    pub tx: Tx,
+    pub recovered: Recovered,
+}
+
+/// Decodes and recovers a chunk of JSON transaction objects, in order. A
+/// malformed object yields its `DecodeError` in place; the rest go on.
+pub fn recover_values(txs: &[Value]) -> Vec<Result<RecoveredTx, DecodeError>> {
+    txs.iter()
+        .map(|v| {
+            let tx = Tx::from_value(v)?;
+            let recovered = recover_tx(&tx);
+            Ok(RecoveredTx { tx, recovered })
+        })
+        .collect()
+}
+
+type Job = Box<dyn FnOnce() + Send + 'static>;
+
+/// A fixed set of recovery threads fed through a queue whose depth is
+/// bounded by a semaphore: [`Pool::spawn`] waits for a permit, so a fast
+/// producer is slowed to the pool's pace instead of filling memory.
+///
+/// Results come back through one oneshot channel per job; a caller that
+/// keeps the receivers in submission order gets results in order however
+/// the threads interleave (reth's sender-recovery stage does the same).
+pub struct Pool {
+    jobs_tx: Option<std_mpsc::Sender<Job>>,
+    permits: Arc<Semaphore>,
+    workers: Vec<JoinHandle<()>>,
+}
+
+impl Pool {
+    /// `threads` workers (0 means one per core) and at most `queue_depth`
+    /// jobs queued or running at once.
+    pub fn new(threads: usize, queue_depth: usize) -> Pool {
+        let threads = if threads == 0 {
+            std::thread::available_parallelism().map_or(1, |n| n.get())
+        } else {
+            threads
+        };
+        let (jobs_tx, jobs_rx) = std_mpsc::channel::<Job>();
+        let jobs_rx = Arc::new(Mutex::new(jobs_rx));
+        // Build the shared context before any job races to do it.
+        Lazy::force(&SECP256K1);
+        let workers = (0..threads)
+            .map(|i| {
+                let jobs_rx = Arc::clone(&jobs_rx);
+                std::thread::Builder::new()
+                    .name(format!("recover-{i}"))
+                    .spawn(move || {
+                        loop {
+                            // The lock is held only while taking a job.
+                            let job = match jobs_rx.lock() {
+                                Ok(rx) => rx.recv(),
+                                Err(_) => return,
+                            };
+                            match job {
+                                // A panicking job drops its result sender, so
+                                // its caller sees an error; the worker lives on.
+                                Ok(job) => drop(catch_unwind(AssertUnwindSafe(job))),
+                                Err(_) => return, // pool dropped
+                            }
+                        }
+                    })
+                    .expect("spawn recovery thread")
+            })
+            .collect();
+        Pool {
+            jobs_tx: Some(jobs_tx),
+            permits: Arc::new(Semaphore::new(queue_depth.max(1))),
+            workers,
+        }
+    }
+
+    pub fn threads(&self) -> usize {
+        self.workers.len()
+    }
+
+    /// Queues `f` once a slot is free and returns where its result will
+    /// arrive. The receiver errs only if `f` panicked.
+    pub async fn spawn<T, F>(&self, f: F) -> oneshot::Receiver<T>
+    where
+        T: Send + 'static,
+        F: FnOnce() -> T + Send + 'static,
+    {
+        let permit = Arc::clone(&self.permits)
+            .acquire_owned()
+            .await
+            .expect("pool semaphore is never closed");
+        let (result_tx, result_rx) = oneshot::channel();
+        let job: Job = Box::new(move || {
+            let _permit = permit; // released when the job ends, even by panic
+            let _ = result_tx.send(f());
+        });
+        self.jobs_tx
+            .as_ref()
+            .expect("pool is running")
+            .send(job)
+            .expect("recovery threads outlive the pool handle");
+        result_rx
+    }
+}
+
+impl Drop for Pool {
+    fn drop(&mut self) {
+        drop(self.jobs_tx.take());
+        for w in self.workers.drain(..) {
+            let _ = w.join();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rejects_zero_and_out_of_range_scalars() {
+        let h = [7u8; 32];
+        let one = U256::from_u64(1);
+        assert_eq!(
+            recover_address(&h, &U256::ZERO, &one, 0),
+            Err(RecoverError::Zero("r"))
+        );
+        assert_eq!(
+            recover_address(&h, &one, &U256::ZERO, 0),
+            Err(RecoverError::Zero("s"))
+        );
+        assert_eq!(
+            recover_address(&h, &SECP256K1_N, &one, 0),
+            Err(RecoverError::OutOfRange("r"))
+        );
+        assert_eq!(
+            recover_address(&h, &one, &U256([0xff; 32]), 0),
+            Err(RecoverError::OutOfRange("s"))
+        );
+        assert!(matches!(
+            recover_address(&h, &one, &one, 4),
+            Err(RecoverError::InvalidParity(_))
+        ));
+    }
+
+    #[test]
+    fn legacy_v_decides_parity() {
+        let mut tx = Tx {
+            v: Some(U256::from_u64(27)),
+            ..Tx::default()
+        };
+        assert_eq!(tx_parity(&tx), Ok(0));
+        tx.v = Some(U256::from_u64(38)); // chain 1, parity 1
+        assert_eq!(tx_parity(&tx), Ok(1));
+        tx.v = Some(U256::from_u64(37));
+        assert_eq!(tx_parity(&tx), Ok(0));
+        tx.v = Some(U256::from_u64(1));
+        assert!(matches!(tx_parity(&tx), Err(RecoverError::InvalidV(_))));
+        tx.tx_type = 2;
+        assert_eq!(tx_parity(&tx), Ok(1)); // typed: v holds yParity
+    }
+
+    #[tokio::test]
+    async fn pool_keeps_submission_order_and_survives_panics() {
+        let pool = Pool::new(2, 4);
+        let mut rxs = Vec::new();
+        for i in 0..64u64 {
+            rxs.push(
+                pool.spawn(move || {
+                    if i == 5 {
+                        panic!("job {i} panics on purpose");
+                    }
+                    std::thread::sleep(std::time::Duration::from_micros((64 - i) * 50));
+                    i
+                })
+                .await,
+            );
+        }
+        for (i, rx) in rxs.into_iter().enumerate() {
+            match rx.await {
+                Ok(v) => assert_eq!(v, i as u64),
+                Err(_) => assert_eq!(i, 5),
+            }
+        }
+    }
+}
