@@ -1,0 +1,414 @@
+//! The JSON-RPC client stage: fetches heads, full blocks and headers from an
+//! EVM node over HTTP (and new-head notifications over WebSocket).
+//!
+//! It owns the wire: batching, bounded concurrency, in-order delivery,
+//! per-request timeouts, retries with capped doubling backoff, waiting for
+//! blocks the node has not produced yet, and shrinking batches for providers
+//! that cap them. It hands out raw `serde_json::Value` block objects and does
+//! NOT decode transactions (that is `decode`'s job), touch SQL, or decide
+//! what to index. Endpoints appear in logs and errors only through
+//! [`redact_url`], never with credentials.
+
+mod redact;
+mod retry;
+mod types;
+mod wire;
+
+use std::fmt;
+use std::ops::RangeInclusive;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
+
+use futures::{Stream, StreamExt, TryStreamExt, future::ready, stream};
+use serde_json::Value;
+use tracing::{debug, info, warn};
+use web3::transports::{Http, WebSocket};
+use web3::{BatchTransport, Transport};
+
+use redact::Scrubber;
+pub use redact::redact_url;
+use retry::{Class, Failure, backoff_delay, classify, halved};
+pub use types::{HeaderInfo, RpcConfig, RpcError, RpcStats, Subject};
+use wire::{block_params, check_block, chunks, malformed, parse_header, quantity};
+
+/// Log target of this module.
+const TARGET: &str = "indexer::rpc";
+
+/// JSON-RPC client over HTTP. Cheap to share behind an `Arc`.
+pub struct RpcClient {
+    cfg: RpcConfig,
+    http: Http,
+    scrub: Scrubber,
+    /// Current batch size; only ever shrinks, shared by all in-flight batches
+    /// so one refusal teaches every task.
+    batch_size: AtomicUsize,
+    shrink_logged: AtomicBool,
+    stats: Arc<RpcStats>,
+}
+
+impl fmt::Debug for RpcClient {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RpcClient")
+            .field("cfg", &self.cfg)
+            .finish_non_exhaustive()
+    }
+}
+
+impl RpcClient {
+    pub fn new(mut cfg: RpcConfig) -> Result<Self, RpcError> {
+        let scrub = Scrubber::new(&cfg.url);
+        let bad = |reason: String| RpcError::Config {
+            endpoint: scrub.endpoint().to_owned(),
+            reason,
+        };
+        let url = url::Url::parse(&cfg.url).map_err(|e| bad(format!("bad url: {e}")))?;
+        if !matches!(url.scheme(), "http" | "https") {
+            return Err(bad(format!(
+                "unsupported scheme {} (want http or https)",
+                url.scheme()
+            )));
+        }
+        cfg.batch_size = cfg.batch_size.max(1);
+        cfg.max_in_flight = cfg.max_in_flight.max(1);
+        let http = Http::new(&cfg.url).map_err(|e| bad(scrub.scrub(&e.to_string())))?;
+        Ok(Self {
+            batch_size: AtomicUsize::new(cfg.batch_size),
+            cfg,
+            http,
+            scrub,
+            shrink_logged: AtomicBool::new(false),
+            stats: Arc::default(),
+        })
+    }
+
+    /// The endpoint as it may be logged.
+    pub fn endpoint(&self) -> &str {
+        self.scrub.endpoint()
+    }
+
+    pub fn stats(&self) -> Arc<RpcStats> {
+        Arc::clone(&self.stats)
+    }
+
+    /// Batch size in use now (smaller than configured if the provider capped it).
+    pub fn effective_batch_size(&self) -> usize {
+        self.batch_size.load(Relaxed)
+    }
+
+    /// Latest block number (`eth_blockNumber`).
+    pub async fn head(&self) -> Result<u64, RpcError> {
+        let v = self.call(Subject::Head, "eth_blockNumber", vec![]).await?;
+        quantity(&v).ok_or_else(|| self.failed(Subject::Head, &malformed("number", &v)))
+    }
+
+    /// Header of block `n` (`eth_getBlockByNumber(n, false)`); `None` if the
+    /// node has no such block. Does not wait for it.
+    pub async fn header(&self, n: u64) -> Result<Option<HeaderInfo>, RpcError> {
+        let subject = Subject::Block(n);
+        let v = self
+            .call(subject, "eth_getBlockByNumber", block_params(n, false))
+            .await?;
+        if v.is_null() {
+            return Ok(None);
+        }
+        parse_header(&v)
+            .map(Some)
+            .map_err(|f| self.failed(subject, &f))
+    }
+
+    /// Full blocks with transactions, in block order. Waits for blocks the
+    /// node has not produced yet.
+    pub async fn blocks(&self, range: RangeInclusive<u64>) -> Result<Vec<Value>, RpcError> {
+        stream::iter(chunks(range, self.cfg.batch_size))
+            .map(|r| self.fetch_range(r))
+            .buffered(self.cfg.max_in_flight)
+            .try_concat()
+            .await
+    }
+
+    /// Like [`blocks`](Self::blocks), but streamed: up to `max_in_flight`
+    /// batches are fetched concurrently and blocks come out strictly in
+    /// order. Nothing is fetched beyond what the consumer pulls plus the
+    /// in-flight window, so memory stays bounded. Ends after the first error.
+    pub fn block_stream(
+        self: Arc<Self>,
+        range: RangeInclusive<u64>,
+    ) -> impl Stream<Item = Result<Value, RpcError>> + Send + 'static {
+        let depth = self.cfg.max_in_flight;
+        stream::iter(chunks(range, self.cfg.batch_size))
+            .map(move |r| {
+                let client = Arc::clone(&self);
+                async move { client.fetch_range(r).await }
+            })
+            // `buffered`, not `buffer_unordered`: completion order varies,
+            // delivery order must not.
+            .buffered(depth)
+            .flat_map(|res| match res {
+                Ok(blocks) => stream::iter(blocks).map(Ok).left_stream(),
+                Err(e) => stream::once(ready(Err(e))).right_stream(),
+            })
+            .scan(false, |failed, item| {
+                if *failed {
+                    return ready(None);
+                }
+                *failed = item.is_err();
+                ready(Some(item))
+            })
+    }
+
+    /// Block numbers of new heads, from `eth_subscribe newHeads` on
+    /// `ws_url`. The stream ends when the connection drops; callers fall back
+    /// to polling [`head`](Self::head) then, or if this errors.
+    pub async fn subscribe_heads(
+        &self,
+        ws_url: &str,
+    ) -> Result<impl Stream<Item = u64> + Send + Unpin + 'static, RpcError> {
+        let scrub = Scrubber::new(ws_url);
+        let fail = |cause: String| RpcError::Failed {
+            endpoint: scrub.endpoint().to_owned(),
+            subject: Subject::Subscribe,
+            cause: scrub.scrub(&cause),
+        };
+        let deadline = self.cfg.request_timeout;
+        let timed_out = || fail(Failure::Timeout(deadline).to_string());
+        let ws = tokio::time::timeout(deadline, WebSocket::new(ws_url))
+            .await
+            .map_err(|_| timed_out())?
+            .map_err(|e| fail(Failure::Web3(e).to_string()))?;
+        let sub = tokio::time::timeout(
+            deadline,
+            web3::Web3::new(ws).eth_subscribe().subscribe_new_heads(),
+        )
+        .await
+        .map_err(|_| timed_out())?
+        .map_err(|e| fail(Failure::Web3(e).to_string()))?;
+        let endpoint = scrub.endpoint().to_owned();
+        info!(target: TARGET, endpoint, "subscribed to new heads");
+        Ok(sub.filter_map(move |item| {
+            ready(match item {
+                Ok(h) => h.number.map(|n| n.as_u64()),
+                Err(e) => {
+                    debug!(target: TARGET, endpoint, error = %Failure::Web3(e), "undecodable head");
+                    None
+                }
+            })
+        }))
+    }
+
+    /// One call, retried per policy.
+    async fn call(
+        &self,
+        subject: Subject,
+        method: &str,
+        params: Vec<Value>,
+    ) -> Result<Value, RpcError> {
+        let mut attempts = 0;
+        loop {
+            let (id, call) = self.http.prepare(method, params.clone());
+            match self.round_trip(self.http.send(id, call)).await {
+                Ok(v) => return Ok(v),
+                Err(f) => self.retry_or_fail(subject, f, false, &mut attempts).await?,
+            }
+        }
+    }
+
+    /// Blocks `range` in order, in as many sub-batches as the current batch
+    /// size needs; retries failures and waits for `null` (future) blocks.
+    async fn fetch_range(&self, range: RangeInclusive<u64>) -> Result<Vec<Value>, RpcError> {
+        let first = *range.start();
+        let len = usize::try_from(range.end() - first + 1).expect("range bounded by batch size");
+        let mut slots: Vec<Option<Value>> = vec![None; len];
+        let mut next = 0; // first slot still missing
+        let mut attempts = 0; // consecutive failures without progress
+        let mut null_polls = 0;
+        while next < len {
+            let size = self.effective_batch_size().min(len - next);
+            let lo = first + next as u64;
+            let in_batch = size > 1;
+            let results = match self.fetch_chunk(lo, size).await {
+                Ok(results) => results,
+                Err(f) if in_batch && classify(&f, true) == Class::BatchTooLarge => {
+                    self.shrink(size, &f);
+                    continue;
+                }
+                Err(f) => {
+                    let subject = Subject::range(lo, lo + size as u64 - 1);
+                    self.retry_or_fail(subject, f, in_batch, &mut attempts)
+                        .await?;
+                    continue;
+                }
+            };
+            let (mut retry, mut too_large) = (None, None);
+            for (i, result) in results.into_iter().enumerate() {
+                let n = lo + i as u64;
+                match result.and_then(|v| check_block(n, v)) {
+                    Ok(None) => {} // not produced yet
+                    Ok(Some(v)) => slots[next + i] = Some(v),
+                    Err(f) => match classify(&f, in_batch) {
+                        Class::Fatal => return Err(self.failed(Subject::Block(n), &f)),
+                        Class::BatchTooLarge => too_large = Some(f),
+                        Class::Retry => {
+                            self.stats.errors.fetch_add(1, Relaxed);
+                            retry.get_or_insert((n, f));
+                        }
+                    },
+                }
+            }
+            let before = next;
+            while next < len && slots[next].is_some() {
+                next += 1;
+            }
+            if next > before {
+                attempts = 0;
+                null_polls = 0;
+            }
+            if let Some(f) = too_large {
+                self.shrink(size, &f);
+            } else if let Some((n, f)) = retry {
+                self.retry_or_fail(Subject::Block(n), f, false, &mut attempts)
+                    .await?;
+            } else if next < len && next - before < size {
+                // A gap inside what we just fetched: the node answered null.
+                let n = first + next as u64;
+                let delay = backoff_delay(
+                    null_polls,
+                    self.cfg.backoff_initial,
+                    self.cfg.backoff_max,
+                    fastrand::f64(),
+                );
+                let level_info = null_polls == 0;
+                null_polls = null_polls.saturating_add(1);
+                self.stats.null_waits.fetch_add(1, Relaxed);
+                if level_info {
+                    info!(target: TARGET, endpoint = self.endpoint(), n, "waiting for block");
+                } else {
+                    debug!(target: TARGET, endpoint = self.endpoint(), n, ?delay, "block still null");
+                }
+                tokio::time::sleep(delay).await;
+            }
+        }
+        Ok(slots.into_iter().flatten().collect())
+    }
+
+    /// One round trip for `size` blocks from `first`: a plain request when
+    /// `size` is 1 (so providers without batch support still work), else a
+    /// batch. Inner `Result`s are per-call outcomes.
+    async fn fetch_chunk(
+        &self,
+        first: u64,
+        size: usize,
+    ) -> Result<Vec<Result<Value, Failure>>, Failure> {
+        const METHOD: &str = "eth_getBlockByNumber";
+        if size == 1 {
+            let (id, call) = self.http.prepare(METHOD, block_params(first, true));
+            return Ok(vec![Ok(self.round_trip(self.http.send(id, call)).await?)]);
+        }
+        let calls: Vec<_> = (first..first + size as u64)
+            .map(|n| self.http.prepare(METHOD, block_params(n, true)))
+            .collect();
+        let results = self.round_trip(self.http.send_batch(calls)).await?;
+        Ok(results
+            .into_iter()
+            .map(|r| r.map_err(Failure::Web3))
+            .collect())
+    }
+
+    /// Sends with the per-request timeout and counts the outcome.
+    async fn round_trip<T>(
+        &self,
+        fut: impl Future<Output = web3::Result<T>>,
+    ) -> Result<T, Failure> {
+        self.stats.requests.fetch_add(1, Relaxed);
+        let res = match tokio::time::timeout(self.cfg.request_timeout, fut).await {
+            Ok(Ok(v)) => return Ok(v),
+            Ok(Err(e)) => Failure::Web3(e),
+            Err(_) => Failure::Timeout(self.cfg.request_timeout),
+        };
+        self.stats.errors.fetch_add(1, Relaxed);
+        Err(res)
+    }
+
+    /// Fails at once on a fatal error or an exhausted budget, else sleeps
+    /// the backoff for this attempt and returns so the caller retries.
+    async fn retry_or_fail(
+        &self,
+        subject: Subject,
+        failure: Failure,
+        in_batch: bool,
+        attempts: &mut u32,
+    ) -> Result<(), RpcError> {
+        if classify(&failure, in_batch) == Class::Fatal {
+            return Err(self.failed(subject, &failure));
+        }
+        if *attempts >= self.cfg.max_retries {
+            return Err(RpcError::RetriesExhausted {
+                endpoint: self.endpoint().to_owned(),
+                subject,
+                retries: *attempts,
+                last: self.scrub.scrub(&failure.to_string()),
+            });
+        }
+        let delay = backoff_delay(
+            *attempts,
+            self.cfg.backoff_initial,
+            self.cfg.backoff_max,
+            fastrand::f64(),
+        );
+        *attempts += 1;
+        self.stats.retries.fetch_add(1, Relaxed);
+        let error = self.scrub.scrub(&failure.to_string());
+        warn!(target: TARGET, endpoint = self.endpoint(), %subject, attempt = *attempts, ?delay, error, "retrying");
+        tokio::time::sleep(delay).await;
+        Ok(())
+    }
+
+    /// Halves the shared batch size after the provider refused `tried` calls.
+    fn shrink(&self, tried: usize, failure: &Failure) {
+        let to = halved(tried);
+        let from = self.batch_size.fetch_min(to, Relaxed);
+        if to >= from {
+            return; // another batch already shrank it at least as far
+        }
+        let error = self.scrub.scrub(&failure.to_string());
+        if !self.shrink_logged.swap(true, Relaxed) {
+            warn!(target: TARGET, endpoint = self.endpoint(), from, to, error, "provider caps batch size; shrinking batches");
+        } else {
+            debug!(target: TARGET, endpoint = self.endpoint(), from, to, "shrinking batches again");
+        }
+    }
+
+    fn failed(&self, subject: Subject, failure: &Failure) -> RpcError {
+        RpcError::Failed {
+            endpoint: self.endpoint().to_owned(),
+            subject,
+            cause: self.scrub.scrub(&failure.to_string()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn errors_name_endpoint_and_block_without_secrets() {
+        let client = RpcClient::new(RpcConfig::new("http://u:pw12@127.0.0.1:1/?key=zzzz")).unwrap();
+        assert_eq!(client.endpoint(), "http://127.0.0.1:1/");
+        let e = client.failed(
+            Subject::Block(123),
+            &Failure::Timeout(Duration::from_secs(2)),
+        );
+        assert_eq!(
+            e.to_string(),
+            "rpc http://127.0.0.1:1/: block 123: timed out after 2s"
+        );
+        assert_eq!(e.block(), Some(123));
+        assert!(!format!("{client:?}").contains("pw12"));
+        let bad = RpcClient::new(RpcConfig::new("ws://u:pw12@h:1")).unwrap_err();
+        assert_eq!(
+            bad.to_string(),
+            "rpc ws://h:1/: invalid configuration: unsupported scheme ws (want http or https)"
+        );
+    }
+}

@@ -1,0 +1,279 @@
+//! Retry policy of the rpc stage: which failures deserve another try, which
+//! mean "your batch is too big", and how long to wait between tries.
+//!
+//! Pure functions only: no I/O, no clock and no randomness of its own (the
+//! jitter draw is passed in), so every rule is unit-tested here. The retry
+//! loops themselves live in `rpc/mod.rs`.
+
+use std::fmt;
+use std::time::Duration;
+
+use web3::error::{Error as Web3Error, TransportError};
+
+/// Longest cause text kept in logs and errors; some transport errors embed the
+/// whole response body, which for a block can be megabytes.
+const MAX_CAUSE_CHARS: usize = 300;
+
+/// What went wrong with one round trip, or with one call inside a batch.
+#[derive(Debug)]
+pub(crate) enum Failure {
+    /// No answer within the per-request timeout.
+    Timeout(Duration),
+    /// The transport or the node reported an error.
+    Web3(Web3Error),
+    /// The node answered, but not with what we asked for.
+    Malformed(String),
+}
+
+impl fmt::Display for Failure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let text = match self {
+            Failure::Timeout(d) => format!("timed out after {d:?}"),
+            Failure::Malformed(m) => format!("malformed response: {m}"),
+            Failure::Web3(e) => match e {
+                Web3Error::Rpc(e) => format!("json-rpc error {}: {}", e.code.code(), e.message),
+                Web3Error::Transport(TransportError::Code(c)) => format!("http status {c}"),
+                Web3Error::Transport(TransportError::Message(m)) => m.clone(),
+                Web3Error::Unreachable => "server is unreachable".to_owned(),
+                Web3Error::Decoder(m) => format!("undecodable response: {m}"),
+                Web3Error::InvalidResponse(m) => format!("invalid response: {m}"),
+                Web3Error::Io(e) => format!("io error: {e}"),
+                other => other.to_string().to_lowercase(),
+            },
+        };
+        f.write_str(&truncate(text))
+    }
+}
+
+fn truncate(mut s: String) -> String {
+    if let Some((cut, _)) = s.char_indices().nth(MAX_CAUSE_CHARS) {
+        s.truncate(cut);
+        s.push_str("...");
+    }
+    s
+}
+
+/// What to do about a failure.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Class {
+    /// Transient: back off and try again, counting against the budget.
+    Retry,
+    /// The provider refuses batches this large: halve and resend.
+    BatchTooLarge,
+    /// Retrying cannot help (bad params, unknown method, auth).
+    Fatal,
+}
+
+/// Classifies a failure; `in_batch` is true when it answered a batch of more
+/// than one call, where a refusal usually means "too many calls at once".
+pub(crate) fn classify(failure: &Failure, in_batch: bool) -> Class {
+    let batchy = |c| if in_batch { Class::BatchTooLarge } else { c };
+    match failure {
+        Failure::Timeout(_) => Class::Retry,
+        Failure::Malformed(_) => Class::Fatal,
+        Failure::Web3(e) => match e {
+            Web3Error::Rpc(e) => classify_rpc(e.code.code(), &e.message, in_batch),
+            Web3Error::Transport(TransportError::Code(code)) => classify_http(*code, in_batch),
+            // Connection refused/reset, body read failures, garbage from a
+            // proxy: all worth another try within the budget.
+            Web3Error::Transport(TransportError::Message(_)) => Class::Retry,
+            Web3Error::Unreachable | Web3Error::Io(_) => Class::Retry,
+            // A batch answered by a non-array, by a success object, or by the
+            // wrong number of responses: providers that cap batches do this.
+            Web3Error::Decoder(_) | Web3Error::InvalidResponse(_) => batchy(Class::Retry),
+            _ => Class::Fatal,
+        },
+    }
+}
+
+/// HTTP status of a failed round trip.
+pub(crate) fn classify_http(code: u16, in_batch: bool) -> Class {
+    match code {
+        413 if in_batch => Class::BatchTooLarge,
+        408 | 425 | 429 | 500..=599 => Class::Retry,
+        _ => Class::Fatal,
+    }
+}
+
+/// JSON-RPC error object, for the whole batch or for one call.
+pub(crate) fn classify_rpc(code: i64, message: &str, in_batch: bool) -> Class {
+    let m = message.to_ascii_lowercase();
+    if in_batch && m.contains("batch") {
+        // "batch too large", "exceeds max batch size", "batch limit
+        // exceeded", "batch requests not supported": all fixed by sending
+        // fewer calls at once, down to single requests.
+        return Class::BatchTooLarge;
+    }
+    const TRANSIENT: &[&str] = &[
+        "rate limit",
+        "too many requests",
+        "request limit",
+        "capacity",
+        "timeout",
+        "timed out",
+        "try again",
+        "temporarily",
+        "unavailable",
+        "overloaded",
+        "busy",
+    ];
+    // -32005 limit exceeded (EIP-1474), -32016 rate limit, 429 echoed as a
+    // code by some gateways, -32603 internal error (overloaded backends).
+    if matches!(code, -32005 | -32016 | 429 | -32603) || TRANSIENT.iter().any(|t| m.contains(t)) {
+        Class::Retry
+    } else {
+        Class::Fatal
+    }
+}
+
+/// Delay before retry number `attempt` (0-based): `initial * 2^attempt`,
+/// capped at `max`, then "equal jitter": a uniform draw in [base/2, base].
+/// `jitter` is that draw in [0, 1]; callers pass `fastrand::f64()`.
+/// Jitter keeps concurrent batches that failed together from retrying in
+/// lockstep against a provider that is already shedding load.
+pub(crate) fn backoff_delay(
+    attempt: u32,
+    initial: Duration,
+    max: Duration,
+    jitter: f64,
+) -> Duration {
+    let factor = 2u32.saturating_pow(attempt.min(31));
+    let base = initial.saturating_mul(factor).min(max);
+    base.mul_f64(0.5 + 0.5 * jitter.clamp(0.0, 1.0))
+}
+
+/// Next effective batch size after a provider refused `tried` calls at once.
+pub(crate) fn halved(tried: usize) -> usize {
+    (tried / 2).max(1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MS: Duration = Duration::from_millis(1);
+
+    #[test]
+    fn backoff_doubles_and_caps() {
+        let (init, max) = (100 * MS, 1000 * MS);
+        assert_eq!(backoff_delay(0, init, max, 1.0), 100 * MS);
+        assert_eq!(backoff_delay(1, init, max, 1.0), 200 * MS);
+        assert_eq!(backoff_delay(3, init, max, 1.0), 800 * MS);
+        assert_eq!(backoff_delay(4, init, max, 1.0), max);
+        assert_eq!(backoff_delay(200, init, max, 1.0), max);
+        assert_eq!(backoff_delay(u32::MAX, Duration::MAX, max, 1.0), max);
+    }
+
+    #[test]
+    fn jitter_stays_within_half_to_full() {
+        let (init, max) = (100 * MS, 1000 * MS);
+        assert_eq!(backoff_delay(2, init, max, 0.0), 200 * MS);
+        assert_eq!(backoff_delay(2, init, max, 0.5), 300 * MS);
+        for _ in 0..1000 {
+            let d = backoff_delay(2, init, max, fastrand::f64());
+            assert!((200 * MS..=400 * MS).contains(&d), "{d:?}");
+        }
+        // Out-of-range draws are clamped, not trusted.
+        assert_eq!(backoff_delay(0, init, max, 7.0), 100 * MS);
+    }
+
+    #[test]
+    fn halving_stops_at_one() {
+        assert_eq!(halved(50), 25);
+        assert_eq!(halved(3), 1);
+        assert_eq!(halved(1), 1);
+        assert_eq!(halved(0), 1);
+    }
+
+    #[test]
+    fn http_statuses() {
+        for code in [408, 429, 500, 502, 503, 504] {
+            assert_eq!(classify_http(code, false), Class::Retry, "{code}");
+        }
+        for code in [400, 401, 403, 404, 405] {
+            assert_eq!(classify_http(code, true), Class::Fatal, "{code}");
+        }
+        assert_eq!(classify_http(413, true), Class::BatchTooLarge);
+        assert_eq!(classify_http(413, false), Class::Fatal);
+    }
+
+    #[test]
+    fn json_rpc_errors() {
+        assert_eq!(classify_rpc(-32005, "limit exceeded", false), Class::Retry);
+        assert_eq!(classify_rpc(-32016, "over rate limit", false), Class::Retry);
+        assert_eq!(classify_rpc(429, "x", false), Class::Retry);
+        assert_eq!(
+            classify_rpc(-32000, "Too Many Requests", false),
+            Class::Retry
+        );
+        assert_eq!(
+            classify_rpc(-32000, "request timed out", false),
+            Class::Retry
+        );
+        assert_eq!(classify_rpc(-32601, "method not found", true), Class::Fatal);
+        assert_eq!(classify_rpc(-32602, "invalid params", false), Class::Fatal);
+        assert_eq!(
+            classify_rpc(-32000, "execution reverted", false),
+            Class::Fatal
+        );
+        assert_eq!(
+            classify_rpc(-32600, "batch too large", true),
+            Class::BatchTooLarge
+        );
+        assert_eq!(
+            classify_rpc(-32000, "exceeds max batch size 10", true),
+            Class::BatchTooLarge
+        );
+        // Outside a batch the same words cannot be fixed by splitting.
+        assert_eq!(classify_rpc(-32600, "batch too large", false), Class::Fatal);
+    }
+
+    #[test]
+    fn transport_failures() {
+        let t = |m: &str| Failure::Web3(Web3Error::Transport(TransportError::Message(m.into())));
+        assert_eq!(
+            classify(&t("failed to send request: connection refused"), false),
+            Class::Retry
+        );
+        assert_eq!(classify(&Failure::Timeout(MS), true), Class::Retry);
+        assert_eq!(
+            classify(&Failure::Malformed("x".into()), false),
+            Class::Fatal
+        );
+        let non_array = Failure::Web3(Web3Error::Decoder("invalid type: string".into()));
+        assert_eq!(classify(&non_array, true), Class::BatchTooLarge);
+        assert_eq!(classify(&non_array, false), Class::Retry);
+        let code = |c| Failure::Web3(Web3Error::Transport(TransportError::Code(c)));
+        assert_eq!(classify(&code(413), true), Class::BatchTooLarge);
+        assert_eq!(classify(&code(429), true), Class::Retry);
+        // The jsonrpc error type is not re-exported by web3; let inference
+        // name it from the variant.
+        let rpc = |code: i64, message: &str| {
+            let obj = serde_json::json!({ "code": code, "message": message });
+            Failure::Web3(Web3Error::Rpc(serde_json::from_value(obj).unwrap()))
+        };
+        assert_eq!(classify(&rpc(-32602, "invalid params"), true), Class::Fatal);
+        assert_eq!(
+            classify(&rpc(-32005, "limit exceeded"), false),
+            Class::Retry
+        );
+        assert_eq!(
+            classify(&rpc(-32600, "batch too large"), true),
+            Class::BatchTooLarge
+        );
+        assert_eq!(
+            rpc(-32602, "invalid params").to_string(),
+            "json-rpc error -32602: invalid params"
+        );
+    }
+
+    #[test]
+    fn causes_are_lowercase_and_bounded() {
+        let long = Failure::Malformed("x".repeat(10_000));
+        let text = long.to_string();
+        assert!(text.len() < MAX_CAUSE_CHARS + 40, "{}", text.len());
+        assert!(text.ends_with("..."));
+        let code = Failure::Web3(Web3Error::Transport(TransportError::Code(503)));
+        assert_eq!(code.to_string(), "http status 503");
+    }
+}

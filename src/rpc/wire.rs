@@ -1,0 +1,131 @@
+//! Pure helpers for the JSON-RPC wire format: block-range chunking, request
+//! params, and the few fields the client itself must read (block number,
+//! header hashes). Transactions are left as raw JSON for `decode`.
+
+use std::ops::RangeInclusive;
+
+use serde_json::{Value, json};
+
+use super::HeaderInfo;
+use super::retry::Failure;
+
+/// Splits `range` into consecutive sub-ranges of at most `size` blocks.
+pub(crate) fn chunks(
+    range: RangeInclusive<u64>,
+    size: usize,
+) -> impl Iterator<Item = RangeInclusive<u64>> {
+    let (start, end) = range.into_inner();
+    let span = size.max(1) as u64 - 1;
+    let mut next = (start <= end).then_some(start);
+    std::iter::from_fn(move || {
+        let s = next?;
+        let e = s.saturating_add(span).min(end);
+        next = (e < end).then(|| e + 1);
+        Some(s..=e)
+    })
+}
+
+pub(crate) fn block_params(n: u64, full: bool) -> Vec<Value> {
+    vec![json!(format!("0x{n:x}")), json!(full)]
+}
+
+/// `null` means "not produced yet"; anything else must be block `n`.
+pub(crate) fn check_block(n: u64, v: Value) -> Result<Option<Value>, Failure> {
+    if v.is_null() {
+        return Ok(None);
+    }
+    match v.get("number").and_then(quantity) {
+        Some(got) if got == n => Ok(Some(v)),
+        Some(got) => Err(Failure::Malformed(format!(
+            "asked for block {n}, got block {got}"
+        ))),
+        None => Err(malformed("block number", v.get("number").unwrap_or(&v))),
+    }
+}
+
+pub(crate) fn parse_header(v: &Value) -> Result<HeaderInfo, Failure> {
+    let field = |name: &str| {
+        v.get(name)
+            .ok_or_else(|| Failure::Malformed(format!("header without {name}")))
+    };
+    let hash = |name: &str| {
+        let f = field(name)?;
+        f.as_str()
+            .and_then(hash32)
+            .ok_or_else(|| malformed(name, f))
+    };
+    let number = field("number")?;
+    Ok(HeaderInfo {
+        number: quantity(number).ok_or_else(|| malformed("number", number))?,
+        hash: hash("hash")?,
+        parent_hash: hash("parentHash")?,
+    })
+}
+
+pub(crate) fn malformed(what: &str, got: &Value) -> Failure {
+    let got = got.to_string();
+    let got = got.get(..80).unwrap_or(&got);
+    Failure::Malformed(format!("bad {what}: {got}"))
+}
+
+/// A JSON-RPC quantity: `"0x"`-prefixed hex, no leading zeros required.
+pub(crate) fn quantity(v: &Value) -> Option<u64> {
+    let hex = v.as_str()?.strip_prefix("0x")?;
+    u64::from_str_radix(hex, 16).ok()
+}
+
+pub(crate) fn hash32(s: &str) -> Option<[u8; 32]> {
+    let mut out = [0u8; 32];
+    hex::decode_to_slice(s.strip_prefix("0x")?, &mut out).ok()?;
+    Some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rpc::retry::{Class, classify};
+
+    #[test]
+    fn chunks_cover_range_exactly() {
+        let got: Vec<_> = chunks(0..=9, 4).collect();
+        assert_eq!(got, vec![0..=3, 4..=7, 8..=9]);
+        assert_eq!(chunks(5..=5, 50).collect::<Vec<_>>(), vec![5..=5]);
+        assert_eq!(chunks(RangeInclusive::new(6, 5), 50).count(), 0);
+        let top: Vec<_> = chunks(u64::MAX - 2..=u64::MAX, 2).collect();
+        assert_eq!(top, vec![u64::MAX - 2..=u64::MAX - 1, u64::MAX..=u64::MAX]);
+        assert_eq!(chunks(0..=3, 0).count(), 4);
+    }
+
+    #[test]
+    fn quantities_and_headers() {
+        assert_eq!(quantity(&json!("0x1b4")), Some(436));
+        assert_eq!(quantity(&json!("0x0")), Some(0));
+        assert_eq!(quantity(&json!("1b4")), None);
+        assert_eq!(quantity(&json!(436)), None);
+        let h = format!("0x{}", "ab".repeat(32));
+        let p = format!("0x{}", "01".repeat(32));
+        let v = json!({ "number": "0x10", "hash": h, "parentHash": p });
+        let got = parse_header(&v).unwrap();
+        assert_eq!(
+            (got.number, got.hash, got.parent_hash),
+            (16, [0xab; 32], [1; 32])
+        );
+        assert!(parse_header(&json!({ "number": "0x10", "hash": "0x12" })).is_err());
+    }
+
+    #[test]
+    fn blocks_are_checked_against_the_request() {
+        assert!(check_block(3, Value::Null).unwrap().is_none());
+        assert!(
+            check_block(3, json!({ "number": "0x3" }))
+                .unwrap()
+                .is_some()
+        );
+        let err = check_block(3, json!({ "number": "0x4" })).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "malformed response: asked for block 3, got block 4"
+        );
+        assert_eq!(classify(&err, true), Class::Fatal);
+    }
+}
