@@ -1,0 +1,310 @@
+//! `rpc::RpcClient` against a real HTTP JSON-RPC server (`support::rpc_server`):
+//! ordering under concurrency, retries through injected faults, waiting for
+//! future blocks, batch-cap adaptation, and error messages.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use sender_indexer::rpc::{RpcClient, RpcConfig, RpcError};
+use serde_json::Value;
+
+use crate::support::rpc_server::{Fault, RpcServer, synthetic_block};
+
+const MS: Duration = Duration::from_millis(1);
+
+/// Fast retries so fault tests take milliseconds, not minutes.
+fn config(url: &str) -> RpcConfig {
+    RpcConfig {
+        url: url.to_owned(),
+        batch_size: 10,
+        max_in_flight: 4,
+        request_timeout: 300 * MS,
+        max_retries: 5,
+        backoff_initial: 5 * MS,
+        backoff_max: 40 * MS,
+    }
+}
+
+/// Blocks `0..len`, two transactions each.
+async fn chain(len: u64) -> RpcServer {
+    let blocks = (0..len).map(|n| synthetic_block(n, 2)).collect();
+    RpcServer::start(blocks).await.expect("start rpc server")
+}
+
+fn client(cfg: RpcConfig) -> Arc<RpcClient> {
+    Arc::new(RpcClient::new(cfg).expect("valid config"))
+}
+
+fn numbers(blocks: &[Value]) -> Vec<u64> {
+    blocks
+        .iter()
+        .map(|b| {
+            u64::from_str_radix(b["number"].as_str().unwrap().trim_start_matches("0x"), 16).unwrap()
+        })
+        .collect()
+}
+
+/// Fails the test instead of hanging it if a retry loop never ends.
+async fn within<T>(fut: impl Future<Output = T>) -> T {
+    tokio::time::timeout(Duration::from_secs(30), fut)
+        .await
+        .expect("test took longer than 30s")
+}
+
+#[tokio::test]
+async fn stream_delivers_blocks_in_order_across_concurrent_batches() {
+    let server = chain(2000).await;
+    // Random latency makes later batches finish before earlier ones.
+    server.set_latency(8 * MS);
+    let rpc = client(RpcConfig {
+        batch_size: 7,
+        max_in_flight: 8,
+        ..config(&server.url())
+    });
+
+    let got: Vec<Value> = within(
+        Arc::clone(&rpc)
+            .block_stream(0..=1999)
+            .map(|r| r.unwrap())
+            .collect(),
+    )
+    .await;
+    assert_eq!(numbers(&got), (0..2000).collect::<Vec<_>>());
+    assert!(
+        got[5]["transactions"][0].is_object(),
+        "full transactions expected"
+    );
+    assert!(server.max_concurrent() > 1, "batches were not concurrent");
+    assert!(
+        server.max_concurrent() <= 8,
+        "more than max_in_flight batches"
+    );
+
+    let some = within(rpc.blocks(100..=250)).await.unwrap();
+    assert_eq!(numbers(&some), (100..=250).collect::<Vec<_>>());
+    assert!(
+        within(rpc.blocks(std::ops::RangeInclusive::new(5, 4)))
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert_eq!(rpc.stats().retries(), 0);
+}
+
+#[tokio::test]
+async fn retries_through_transient_faults() {
+    let server = chain(30).await;
+    let rpc = client(config(&server.url()));
+    let faults = [
+        Fault::Status(429),
+        Fault::Status(500),
+        Fault::Status(503),
+        Fault::Close,
+        Fault::Stall(Duration::from_secs(2)),
+        Fault::RpcError {
+            code: -32005,
+            message: "limit exceeded".into(),
+        },
+        Fault::RpcError {
+            code: -32000,
+            message: "Too Many Requests".into(),
+        },
+    ];
+    for fault in faults {
+        let retries = rpc.stats().retries();
+        server.fail_next(2, fault.clone());
+        let got = within(rpc.blocks(0..=29))
+            .await
+            .unwrap_or_else(|e| panic!("{fault:?}: {e}"));
+        assert_eq!(numbers(&got), (0..30).collect::<Vec<_>>(), "{fault:?}");
+        assert_eq!(server.pending_faults(), 0, "{fault:?}");
+        assert!(rpc.stats().retries() >= retries + 2, "{fault:?}");
+    }
+    // head() and header() go through the same policy.
+    server.fail_next(2, Fault::Status(502));
+    assert_eq!(within(rpc.head()).await.unwrap(), 29);
+    server.fail_next(1, Fault::Close);
+    assert!(within(rpc.header(3)).await.unwrap().is_some());
+}
+
+#[tokio::test]
+async fn waits_for_null_blocks_until_head_rises() {
+    let server = chain(40).await;
+    server.set_head(19);
+    let rpc = client(config(&server.url()));
+    assert_eq!(rpc.head().await.unwrap(), 19);
+    assert_eq!(rpc.header(30).await.unwrap(), None, "header does not wait");
+
+    let fetch = tokio::spawn({
+        let rpc = Arc::clone(&rpc);
+        async move { rpc.blocks(10..=39).await }
+    });
+    tokio::time::sleep(300 * MS).await;
+    assert!(
+        !fetch.is_finished(),
+        "returned before blocks 20..=39 existed"
+    );
+    assert!(rpc.stats().null_waits() > 0);
+
+    server.set_head(39);
+    let got = within(fetch).await.unwrap().unwrap();
+    assert_eq!(numbers(&got), (10..=39).collect::<Vec<_>>());
+    // Waiting is not failing: the error budget is untouched.
+    assert_eq!(rpc.stats().retries(), 0);
+    assert_eq!(rpc.stats().errors(), 0);
+}
+
+#[tokio::test]
+async fn adapts_to_a_provider_batch_cap() {
+    let server = chain(300).await;
+    server.set_batch_cap(Some(8));
+    let rpc = client(RpcConfig {
+        batch_size: 50,
+        max_in_flight: 3,
+        ..config(&server.url())
+    });
+
+    let got: Vec<Value> = within(
+        Arc::clone(&rpc)
+            .block_stream(0..=299)
+            .map(|r| r.unwrap())
+            .collect(),
+    )
+    .await;
+    assert_eq!(numbers(&got), (0..300).collect::<Vec<_>>());
+    assert!(
+        rpc.effective_batch_size() <= 8,
+        "batch size {}",
+        rpc.effective_batch_size()
+    );
+    assert!(server.rejected_batches() >= 1);
+    assert_eq!(
+        rpc.stats().retries(),
+        0,
+        "a batch cap is not an error to retry"
+    );
+
+    // A provider refusing batches outright: down to single requests.
+    server.set_batch_cap(Some(1));
+    let got = within(rpc.blocks(0..=20)).await.unwrap();
+    assert_eq!(numbers(&got), (0..=20).collect::<Vec<_>>());
+    assert_eq!(rpc.effective_batch_size(), 1);
+}
+
+#[tokio::test]
+async fn exhausted_retries_name_endpoint_and_block_without_credentials() {
+    let server = chain(10).await;
+    let port = server.addr().port();
+    let url = format!("http://alice:hunter22@127.0.0.1:{port}/?apikey=sekrit99");
+    let rpc = client(RpcConfig {
+        batch_size: 1,
+        max_retries: 3,
+        ..config(&url)
+    });
+
+    server.fail_next(100, Fault::Status(503));
+    let err = within(rpc.blocks(5..=5)).await.unwrap_err();
+    let msg = err.to_string();
+    assert_eq!(
+        msg,
+        format!(
+            "rpc http://127.0.0.1:{port}/: block 5: gave up after 3 retries (last error: http status 503)"
+        )
+    );
+    assert_eq!(err.block(), Some(5));
+    assert!(matches!(err, RpcError::RetriesExhausted { retries: 3, .. }));
+    assert_eq!(server.requests(), 4, "one try plus three retries");
+
+    // reqwest puts the full URL into connection errors; it must not leak.
+    let closed = {
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let url = format!("http://alice:hunter22@127.0.0.1:{closed}/?apikey=sekrit99");
+    let rpc = client(RpcConfig {
+        max_retries: 1,
+        ..config(&url)
+    });
+    let msg = within(rpc.blocks(7..=9)).await.unwrap_err().to_string();
+    assert!(
+        msg.starts_with(&format!(
+            "rpc http://127.0.0.1:{closed}/: blocks 7..=9: gave up"
+        )),
+        "{msg}"
+    );
+    for secret in ["alice", "hunter22", "sekrit99"] {
+        assert!(!msg.contains(secret), "{secret} leaked: {msg}");
+    }
+}
+
+#[tokio::test]
+async fn non_retryable_errors_fail_at_once() {
+    let server = chain(10).await;
+    let rpc = client(config(&server.url()));
+    server.fail_next(
+        1,
+        Fault::RpcError {
+            code: -32602,
+            message: "invalid params".into(),
+        },
+    );
+    let mut stream = Arc::clone(&rpc).block_stream(0..=9);
+    let err = within(stream.next()).await.unwrap().unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "rpc {}: block 0: json-rpc error -32602: invalid params",
+            server.url()
+        )
+    );
+    assert!(
+        within(stream.next()).await.is_none(),
+        "stream ends after an error"
+    );
+    assert_eq!(rpc.stats().retries(), 0);
+
+    server.fail_next(1, Fault::Status(401));
+    let err = within(rpc.head()).await.unwrap_err();
+    assert!(
+        err.to_string().ends_with(": head: http status 401"),
+        "{err}"
+    );
+    assert_eq!(rpc.stats().retries(), 0);
+}
+
+#[tokio::test]
+async fn header_gives_hashes_for_reorg_checks() {
+    let server = chain(50).await;
+    let rpc = client(config(&server.url()));
+    let h = within(rpc.header(42)).await.unwrap().unwrap();
+    let blocks = rpc.blocks(41..=42).await.unwrap();
+    let hash = |v: &Value| {
+        let mut out = [0u8; 32];
+        hex::decode_to_slice(v.as_str().unwrap().trim_start_matches("0x"), &mut out).unwrap();
+        out
+    };
+    assert_eq!(h.number, 42);
+    assert_eq!(h.hash, hash(&blocks[1]["hash"]));
+    assert_eq!(h.parent_hash, hash(&blocks[0]["hash"]));
+    assert_eq!(within(rpc.header(1000)).await.unwrap(), None);
+}
+
+#[tokio::test]
+async fn subscribe_heads_errors_when_nothing_listens() {
+    let port = {
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let rpc = client(config("http://127.0.0.1:1/"));
+    let Err(err) = within(rpc.subscribe_heads(&format!("ws://bob:pw12345@127.0.0.1:{port}"))).await
+    else {
+        panic!("subscribed to a closed port");
+    };
+    let msg = err.to_string();
+    assert!(
+        msg.starts_with(&format!("rpc ws://127.0.0.1:{port}/: subscribe newHeads: ")),
+        "{msg}"
+    );
+    assert!(!msg.contains("pw12345"), "{msg}");
+}

@@ -1,0 +1,464 @@
+//! A small, real HTTP JSON-RPC server standing in for an EVM node in tests
+//! and benchmarks.
+//!
+//! It serves `eth_blockNumber`, `eth_chainId` and `eth_getBlockByNumber`
+//! (full, or header-only with transaction hashes) for single and batch
+//! requests, from blocks serialized once at start so that serving costs
+//! almost nothing next to the client under test. Knobs inject faults (HTTP
+//! statuses, dropped connections, stalls, JSON-RPC errors), cap batch sizes,
+//! hold back blocks above a settable head, add latency, and count traffic.
+//!
+//! It speaks just enough HTTP/1.1 (Content-Length bodies, keep-alive) for
+//! reqwest/hyper clients; no chunked encoding, no TLS. It listens on
+//! 127.0.0.1 only. The benchmark includes this file with `#[path]`, so it
+//! depends on nothing but std, tokio and serde_json, and knows nothing of the
+//! crate under test.
+
+// Tests and the benchmark each use a different subset of the knobs.
+#![allow(dead_code)]
+
+use std::collections::{HashMap, VecDeque};
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+/// Largest request accepted; a batch of a few thousand calls fits easily.
+const MAX_REQUEST_BYTES: usize = 16 << 20;
+
+/// A fault injected into the next HTTP request(s).
+#[derive(Debug, Clone)]
+pub enum Fault {
+    /// Answer with this HTTP status and a tiny body.
+    Status(u16),
+    /// Close the connection without answering.
+    Close,
+    /// Wait this long, then answer normally (clients should time out first).
+    Stall(Duration),
+    /// Answer every call in the request with this JSON-RPC error.
+    RpcError { code: i64, message: String },
+}
+
+/// Both serializations of one block, made once at insert time.
+struct Stored {
+    full: String,
+    header: String,
+}
+
+struct State {
+    blocks: RwLock<HashMap<u64, Stored>>,
+    head: AtomicU64,
+    chain_id: AtomicU64,
+    faults: Mutex<VecDeque<Fault>>,
+    batch_cap: AtomicUsize, // 0 = no cap
+    latency_us: AtomicU64,  // 0 = none
+    requests: AtomicU64,
+    calls: AtomicU64,
+    rejected_batches: AtomicU64,
+    in_flight: AtomicUsize,
+    max_in_flight: AtomicUsize,
+}
+
+/// The running server; stops (and drops its connections) when dropped.
+pub struct RpcServer {
+    addr: SocketAddr,
+    state: Arc<State>,
+    shutdown: watch::Sender<bool>,
+    accept: JoinHandle<()>,
+}
+
+impl RpcServer {
+    /// Serves `blocks` (JSON block objects with full transactions, as a node
+    /// returns them) on 127.0.0.1 and a free port. The head starts at the
+    /// highest block number given.
+    pub async fn start(blocks: Vec<Value>) -> std::io::Result<Self> {
+        let listener = TcpListener::bind("127.0.0.1:0").await?;
+        let addr = listener.local_addr()?;
+        let state = Arc::new(State {
+            blocks: RwLock::new(HashMap::new()),
+            head: AtomicU64::new(0),
+            chain_id: AtomicU64::new(1),
+            faults: Mutex::new(VecDeque::new()),
+            batch_cap: AtomicUsize::new(0),
+            latency_us: AtomicU64::new(0),
+            requests: AtomicU64::new(0),
+            calls: AtomicU64::new(0),
+            rejected_batches: AtomicU64::new(0),
+            in_flight: AtomicUsize::new(0),
+            max_in_flight: AtomicUsize::new(0),
+        });
+        let (shutdown, shutdown_rx) = watch::channel(false);
+        let server = Self {
+            addr,
+            accept: tokio::spawn(accept_loop(listener, Arc::clone(&state), shutdown_rx)),
+            state,
+            shutdown,
+        };
+        let mut head = 0;
+        for b in blocks {
+            head = head.max(server.insert_block(b));
+        }
+        server.set_head(head);
+        Ok(server)
+    }
+
+    /// `http://127.0.0.1:PORT/`
+    pub fn url(&self) -> String {
+        format!("http://{}/", self.addr)
+    }
+
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Adds or replaces (e.g. to script a fork) a block; returns its number.
+    /// Panics on a block without a hex `number`.
+    pub fn insert_block(&self, block: Value) -> u64 {
+        let n = block
+            .get("number")
+            .and_then(quantity)
+            .expect("block with a hex number");
+        let full = block.to_string();
+        let mut header = block;
+        if let Some(Value::Array(txs)) = header.get_mut("transactions") {
+            for tx in txs.iter_mut() {
+                if let Some(hash) = tx.get("hash").cloned() {
+                    *tx = hash;
+                }
+            }
+        }
+        let header = header.to_string();
+        self.state
+            .blocks
+            .write()
+            .unwrap()
+            .insert(n, Stored { full, header });
+        n
+    }
+
+    /// Blocks above `n` are answered with `null`, as a node does for blocks
+    /// it has not produced; `eth_blockNumber` returns `n`.
+    pub fn set_head(&self, n: u64) {
+        self.state.head.store(n, Relaxed);
+    }
+
+    pub fn head(&self) -> u64 {
+        self.state.head.load(Relaxed)
+    }
+
+    pub fn set_chain_id(&self, id: u64) {
+        self.state.chain_id.store(id, Relaxed);
+    }
+
+    /// The next `n` HTTP requests get `fault` (after any already queued).
+    pub fn fail_next(&self, n: usize, fault: Fault) {
+        let mut q = self.state.faults.lock().unwrap();
+        q.extend(std::iter::repeat_n(fault, n));
+    }
+
+    /// Faults not yet consumed.
+    pub fn pending_faults(&self) -> usize {
+        self.state.faults.lock().unwrap().len()
+    }
+
+    /// Batches of more than `cap` calls get a JSON-RPC error object
+    /// ("batch too large") instead of an array; `None` lifts the cap.
+    pub fn set_batch_cap(&self, cap: Option<usize>) {
+        self.state.batch_cap.store(cap.unwrap_or(0), Relaxed);
+    }
+
+    /// Delays each answer by a pseudo-random time in [0, max], so batches
+    /// sent together complete out of order.
+    pub fn set_latency(&self, max: Duration) {
+        let us = u64::try_from(max.as_micros()).unwrap_or(u64::MAX);
+        self.state.latency_us.store(us, Relaxed);
+    }
+
+    /// HTTP requests received (including faulted ones).
+    pub fn requests(&self) -> u64 {
+        self.state.requests.load(Relaxed)
+    }
+
+    /// JSON-RPC calls answered normally (a batch of 10 counts 10).
+    pub fn calls(&self) -> u64 {
+        self.state.calls.load(Relaxed)
+    }
+
+    /// Batches refused for exceeding the cap.
+    pub fn rejected_batches(&self) -> u64 {
+        self.state.rejected_batches.load(Relaxed)
+    }
+
+    /// Most requests ever being handled at the same time.
+    pub fn max_concurrent(&self) -> usize {
+        self.state.max_in_flight.load(Relaxed)
+    }
+}
+
+impl Drop for RpcServer {
+    fn drop(&mut self) {
+        let _ = self.shutdown.send(true);
+        self.accept.abort();
+    }
+}
+
+async fn accept_loop(listener: TcpListener, state: Arc<State>, shutdown: watch::Receiver<bool>) {
+    loop {
+        let Ok((stream, _)) = listener.accept().await else {
+            continue;
+        };
+        let _ = stream.set_nodelay(true);
+        let state = Arc::clone(&state);
+        let mut shutdown = shutdown.clone();
+        tokio::spawn(async move {
+            tokio::select! {
+                _ = serve_connection(stream, state) => {}
+                _ = shutdown.changed() => {}
+            }
+        });
+    }
+}
+
+/// One keep-alive connection: read a request, answer it, repeat until the
+/// peer closes, asks to close, or a fault closes it.
+async fn serve_connection(mut stream: TcpStream, state: Arc<State>) -> std::io::Result<()> {
+    let mut buf = Vec::with_capacity(8192);
+    loop {
+        let Some((head_len, body_len, close)) = read_request(&mut stream, &mut buf).await? else {
+            return Ok(());
+        };
+        let body = buf[head_len..head_len + body_len].to_vec();
+        buf.drain(..head_len + body_len);
+
+        let n = state.requests.fetch_add(1, Relaxed);
+        let now = state.in_flight.fetch_add(1, Relaxed) + 1;
+        state.max_in_flight.fetch_max(now, Relaxed);
+        let answer = answer_request(&state, n, &body).await;
+        state.in_flight.fetch_sub(1, Relaxed);
+
+        let Some((status, payload)) = answer else {
+            return Ok(()); // injected close
+        };
+        let mut out = format!(
+            "HTTP/1.1 {status} {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n{}\r\n",
+            reason(status),
+            payload.len(),
+            if close { "Connection: close\r\n" } else { "" },
+        )
+        .into_bytes();
+        out.extend_from_slice(payload.as_bytes());
+        stream.write_all(&out).await?;
+        if close {
+            return Ok(());
+        }
+    }
+}
+
+/// Reads until `buf` holds one whole request; returns (header length, body
+/// length, close requested), or `None` at a clean end of stream.
+async fn read_request(
+    stream: &mut TcpStream,
+    buf: &mut Vec<u8>,
+) -> std::io::Result<Option<(usize, usize, bool)>> {
+    let bad = |m: &str| std::io::Error::new(std::io::ErrorKind::InvalidData, m.to_owned());
+    let mut chunk = [0u8; 8192];
+    loop {
+        if let Some(pos) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            let head = std::str::from_utf8(&buf[..pos]).map_err(|_| bad("non-utf8 header"))?;
+            let mut body_len = 0;
+            let mut close = false;
+            for line in head.split("\r\n").skip(1) {
+                let Some((name, value)) = line.split_once(':') else {
+                    continue;
+                };
+                let (name, value) = (name.trim(), value.trim());
+                if name.eq_ignore_ascii_case("content-length") {
+                    body_len = value.parse().map_err(|_| bad("bad content-length"))?;
+                } else if name.eq_ignore_ascii_case("connection") {
+                    close = value.eq_ignore_ascii_case("close");
+                } else if name.eq_ignore_ascii_case("transfer-encoding") {
+                    return Err(bad("chunked bodies are not supported"));
+                }
+            }
+            if body_len > MAX_REQUEST_BYTES {
+                return Err(bad("request too large"));
+            }
+            let head_len = pos + 4;
+            while buf.len() < head_len + body_len {
+                let n = stream.read(&mut chunk).await?;
+                if n == 0 {
+                    return Err(bad("eof inside body"));
+                }
+                buf.extend_from_slice(&chunk[..n]);
+            }
+            return Ok(Some((head_len, body_len, close)));
+        }
+        if buf.len() > MAX_REQUEST_BYTES {
+            return Err(bad("header too large"));
+        }
+        let n = stream.read(&mut chunk).await?;
+        if n == 0 {
+            return if buf.is_empty() {
+                Ok(None)
+            } else {
+                Err(bad("eof inside header"))
+            };
+        }
+        buf.extend_from_slice(&chunk[..n]);
+    }
+}
+
+/// Status and body for one HTTP request, or `None` to drop the connection.
+async fn answer_request(state: &State, n: u64, body: &[u8]) -> Option<(u16, String)> {
+    let latency = state.latency_us.load(Relaxed);
+    if latency > 0 {
+        tokio::time::sleep(Duration::from_micros(mix(n) % (latency + 1))).await;
+    }
+    let fault = state.faults.lock().unwrap().pop_front();
+    let mut forced = None;
+    match fault {
+        None => {}
+        Some(Fault::Status(code)) => return Some((code, r#"{"error":"injected"}"#.to_owned())),
+        Some(Fault::Close) => return None,
+        Some(Fault::Stall(d)) => tokio::time::sleep(d).await,
+        Some(Fault::RpcError { code, message }) => forced = Some((code, message)),
+    }
+    let forced = forced.as_ref().map(|(c, m)| (*c, m.as_str()));
+    let request: Value = match serde_json::from_slice(body) {
+        Ok(v) => v,
+        Err(_) => return Some((200, error(&Value::Null, -32700, "parse error"))),
+    };
+    let payload = match &request {
+        Value::Array(calls) if calls.is_empty() => error(&Value::Null, -32600, "empty batch"),
+        Value::Array(calls) => {
+            let cap = state.batch_cap.load(Relaxed);
+            if cap > 0 && calls.len() > cap {
+                state.rejected_batches.fetch_add(1, Relaxed);
+                let msg = format!(
+                    "batch too large: {} calls exceeds max batch size {cap}",
+                    calls.len()
+                );
+                error(&Value::Null, -32600, &msg)
+            } else {
+                let parts: Vec<String> = calls
+                    .iter()
+                    .map(|c| answer_call(state, c, forced))
+                    .collect();
+                format!("[{}]", parts.join(","))
+            }
+        }
+        call => answer_call(state, call, forced),
+    };
+    Some((200, payload))
+}
+
+fn answer_call(state: &State, call: &Value, forced: Option<(i64, &str)>) -> String {
+    let id = call.get("id").unwrap_or(&Value::Null);
+    if let Some((code, message)) = forced {
+        return error(id, code, message);
+    }
+    let params = call.get("params").and_then(Value::as_array);
+    let head = state.head.load(Relaxed);
+    let result = match call.get("method").and_then(Value::as_str) {
+        Some("eth_blockNumber") => format!("\"0x{head:x}\""),
+        Some("eth_chainId") => format!("\"0x{:x}\"", state.chain_id.load(Relaxed)),
+        Some("eth_getBlockByNumber") => {
+            let tag = params.and_then(|p| p.first());
+            let full = params.and_then(|p| p.get(1)).and_then(Value::as_bool);
+            let n = match tag.and_then(Value::as_str) {
+                Some("latest" | "pending" | "safe" | "finalized") => Some(head),
+                Some("earliest") => Some(0),
+                _ => tag.and_then(quantity),
+            };
+            let (Some(n), Some(full)) = (n, full) else {
+                return error(id, -32602, "invalid params");
+            };
+            let blocks = state.blocks.read().unwrap();
+            match blocks.get(&n).filter(|_| n <= head) {
+                Some(b) if full => b.full.clone(),
+                Some(b) => b.header.clone(),
+                None => "null".to_owned(),
+            }
+        }
+        _ => return error(id, -32601, "method not found"),
+    };
+    state.calls.fetch_add(1, Relaxed);
+    format!(r#"{{"jsonrpc":"2.0","id":{id},"result":{result}}}"#)
+}
+
+fn error(id: &Value, code: i64, message: &str) -> String {
+    json!({ "jsonrpc": "2.0", "id": id, "error": { "code": code, "message": message } }).to_string()
+}
+
+fn reason(status: u16) -> &'static str {
+    match status {
+        200 => "OK",
+        413 => "Payload Too Large",
+        429 => "Too Many Requests",
+        500 => "Internal Server Error",
+        502 => "Bad Gateway",
+        503 => "Service Unavailable",
+        _ => "Injected",
+    }
+}
+
+fn quantity(v: &Value) -> Option<u64> {
+    u64::from_str_radix(v.as_str()?.strip_prefix("0x")?, 16).ok()
+}
+
+/// splitmix64: cheap, deterministic spread for latencies.
+fn mix(n: u64) -> u64 {
+    let mut z = n.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+/// A plausible block `n` with `txs` legacy-looking transactions (fields are
+/// well-formed hex but signatures are not valid). Hashes are derived from
+/// `n` so that parent links hold across a synthetic chain.
+pub fn synthetic_block(n: u64, txs: usize) -> Value {
+    let h = |tag: u64, n: u64| {
+        format!(
+            "0x{:016x}{:016x}{:016x}{:016x}",
+            tag,
+            n,
+            mix(n),
+            mix(n ^ tag)
+        )
+    };
+    let transactions: Vec<Value> = (0..txs as u64)
+        .map(|i| {
+            json!({
+                "hash": h(2, (n << 16) | i),
+                "nonce": format!("0x{i:x}"),
+                "blockHash": h(1, n),
+                "blockNumber": format!("0x{n:x}"),
+                "transactionIndex": format!("0x{i:x}"),
+                "from": format!("0x{:040x}", mix(i)),
+                "to": format!("0x{:040x}", mix(i + 1)),
+                "value": "0x0",
+                "gas": "0x5208",
+                "gasPrice": "0x3b9aca00",
+                "input": "0x",
+                "type": "0x0",
+                "v": "0x25",
+                "r": h(3, i),
+                "s": h(4, i),
+            })
+        })
+        .collect();
+    json!({
+        "number": format!("0x{n:x}"),
+        "hash": h(1, n),
+        "parentHash": if n == 0 { format!("0x{}", "0".repeat(64)) } else { h(1, n - 1) },
+        "timestamp": format!("0x{:x}", 1_700_000_000 + n * 12),
+        "transactions": transactions,
+    })
+}
