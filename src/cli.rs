@@ -1,1 +1,145 @@
-//! TODO
+//! The command line, as raw parsed flags. It validates shapes only (a
+//! number is a number); merging with the config file and environment is
+//! [`crate::config`]'s job, acting on them is [`crate::app`]'s.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "sender-indexer",
+    version,
+    about = "Index an EVM chain into PostgreSQL, recovering every transaction's sender from its signature",
+    after_help = "Settings: config/default.toml documents every one; precedence is flags > environment > --config file > defaults.\nWith no DATABASE_URL, an embedded PostgreSQL cluster is managed in --data-dir."
+)]
+pub struct Cli {
+    /// A TOML file overriding config/default.toml (env: SENDER_INDEXER_CONFIG).
+    #[arg(long, global = true, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    #[command(flatten)]
+    pub global: GlobalArgs,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Settings that several commands share; each overrides its config entry.
+#[derive(Debug, Args, Default)]
+pub struct GlobalArgs {
+    /// JSON-RPC endpoint (env: RPC_URL).
+    #[arg(long, global = true, value_name = "URL")]
+    pub rpc_url: Option<String>,
+    /// WebSocket endpoint for newHeads (env: WS_URL).
+    #[arg(long, global = true, value_name = "URL")]
+    pub ws_url: Option<String>,
+    /// PostgreSQL URL; empty uses the embedded cluster (env: DATABASE_URL).
+    #[arg(long, global = true, value_name = "URL")]
+    pub database_url: Option<String>,
+    /// Data directory of the embedded PostgreSQL cluster.
+    #[arg(long, global = true, value_name = "DIR")]
+    pub data_dir: Option<PathBuf>,
+    /// Recovery threads (0: one per core).
+    #[arg(long, global = true, value_name = "N")]
+    pub threads: Option<usize>,
+    /// Blocks per JSON-RPC batch.
+    #[arg(long, global = true, value_name = "N")]
+    pub batch_size: Option<usize>,
+    /// JSON-RPC batches in flight at once.
+    #[arg(long, global = true, value_name = "N")]
+    pub concurrency: Option<usize>,
+    /// Stop at the first recovered sender that differs from the node's `from`.
+    #[arg(long, global = true)]
+    pub strict: bool,
+    /// Index only blocks at least K below the head.
+    #[arg(long, global = true, value_name = "K")]
+    pub confirmations: Option<u64>,
+    /// Head polling interval in milliseconds.
+    #[arg(long, global = true, value_name = "MS")]
+    pub poll_interval_ms: Option<u64>,
+    /// Deepest reorg to roll back; deeper stops the process.
+    #[arg(long, global = true, value_name = "N")]
+    pub max_reorg_depth: Option<u64>,
+    /// Serve Prometheus /metrics and /health here, e.g. 127.0.0.1:9184 (env: METRICS_ADDR).
+    #[arg(long, global = true, value_name = "ADDR")]
+    pub metrics_addr: Option<String>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Read JSON transaction objects on stdin, one per line; write one JSON
+    /// result line per input line: {"hash", "sender", "authorities"?, "error"?}.
+    Recover,
+    /// Index a block range and exit; a rerun resumes where it stopped.
+    Backfill {
+        /// First block.
+        #[arg(long, value_name = "N")]
+        from: u64,
+        /// Last block: a number or `latest`.
+        #[arg(long, value_name = "N|latest")]
+        to: BlockTarget,
+    },
+    /// Index new blocks as they arrive, rolling back reorgs.
+    Follow {
+        /// Start here instead of after the last indexed block.
+        #[arg(long, value_name = "N")]
+        from: Option<u64>,
+    },
+    /// Backfill everything missing up to the head, then follow.
+    Sync {
+        /// First block when the database is empty (default 0).
+        #[arg(long, value_name = "N")]
+        from: Option<u64>,
+    },
+    /// Show what is indexed: block range, gaps, checkpoint, rows, lag.
+    Status,
+    /// Run a SQL query against the configured database and print a table.
+    Sql {
+        /// The query, e.g. "SELECT count(*) FROM transactions".
+        query: String,
+    },
+}
+
+/// `--to`: a block number or the head at start.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BlockTarget {
+    Number(u64),
+    Latest,
+}
+
+impl std::str::FromStr for BlockTarget {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        if s == "latest" {
+            return Ok(BlockTarget::Latest);
+        }
+        s.parse()
+            .map(BlockTarget::Number)
+            .map_err(|_| format!("expected a block number or `latest`, got {s:?}"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn cli_is_well_formed() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn to_accepts_latest_or_a_number() {
+        let cli = Cli::try_parse_from(["x", "backfill", "--from", "1", "--to", "latest"]).unwrap();
+        assert!(matches!(
+            cli.command,
+            Command::Backfill {
+                from: 1,
+                to: BlockTarget::Latest
+            }
+        ));
+        let err =
+            Cli::try_parse_from(["x", "backfill", "--from", "1", "--to", "soon"]).unwrap_err();
+        assert!(err.to_string().contains("latest"), "{err}");
+    }
+}

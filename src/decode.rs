@@ -467,14 +467,18 @@ impl Tx {
                 s.append(&nonce).append(&price.minimal());
                 self.append_call(&mut s, &gas, &value);
                 if let Some(id) = eip155 {
-                    s.append(&id.minimal()).append_empty_data().append_empty_data();
+                    s.append(&id.minimal())
+                        .append_empty_data()
+                        .append_empty_data();
                 }
                 return Ok(keccak(&[s.as_raw()]));
             }
             1 => {
                 s = RlpStream::new_list(8);
                 let price = self.gas_price.ok_or_else(|| need("gasPrice"))?;
-                s.append(&chain_id()?.minimal()).append(&nonce).append(&price.minimal());
+                s.append(&chain_id()?.minimal())
+                    .append(&nonce)
+                    .append(&price.minimal());
                 self.append_call(&mut s, &gas, &value);
                 self.append_access_list(&mut s);
             }
@@ -493,7 +497,9 @@ impl Tx {
                 s = RlpStream::new_list(11);
                 s.append(&chain_id()?.minimal()).append(&nonce);
                 fees(&mut s)?;
-                s.append(&gas.minimal()).append(&&to[..]).append(&value.minimal());
+                s.append(&gas.minimal())
+                    .append(&&to[..])
+                    .append(&value.minimal());
                 s.append(&self.input.as_slice());
                 self.append_access_list(&mut s);
                 s.append(&blob_fee.minimal());
@@ -507,7 +513,9 @@ impl Tx {
                 s = RlpStream::new_list(10);
                 s.append(&chain_id()?.minimal()).append(&nonce);
                 fees(&mut s)?;
-                s.append(&gas.minimal()).append(&&to[..]).append(&value.minimal());
+                s.append(&gas.minimal())
+                    .append(&&to[..])
+                    .append(&value.minimal());
                 s.append(&self.input.as_slice());
                 self.append_access_list(&mut s);
                 s.begin_list(self.authorization_list.len());
@@ -591,7 +599,9 @@ impl RawBlock {
             }
         };
         if !v.is_object() {
-            return Err(DecodeError::Json(format!("expected a block object, got {v}")));
+            return Err(DecodeError::Json(format!(
+                "expected a block object, got {v}"
+            )));
         }
         let number = parse_u64("number", &field(&v, "number")?)?;
         let hash = parse_fixed("hash", &field(&v, "hash")?)?;
@@ -633,7 +643,11 @@ mod tests {
 
     #[test]
     fn quantities_accept_padding_stripping_and_odd_lengths() {
-        let a = parse_u256("r", "0x00000000000000000000000000000000000000000000000000000000000abc").unwrap();
+        let a = parse_u256(
+            "r",
+            "0x00000000000000000000000000000000000000000000000000000000000abc",
+        )
+        .unwrap();
         let b = parse_u256("r", "0xabc").unwrap();
         assert_eq!(a, b);
         assert_eq!(b.minimal(), &[0x0a, 0xbc]);
@@ -646,7 +660,10 @@ mod tests {
     #[test]
     fn decimal_rendering_is_exact() {
         assert_eq!(U256::ZERO.to_decimal(), "0");
-        assert_eq!(U256::from_u64(u64::MAX).to_decimal(), "18446744073709551615");
+        assert_eq!(
+            U256::from_u64(u64::MAX).to_decimal(),
+            "18446744073709551615"
+        );
         let max = U256([0xff; 32]);
         assert_eq!(
             max.to_decimal(),
@@ -660,8 +677,14 @@ mod tests {
     fn eip155_is_decided_from_v() {
         assert_eq!(Tx::eip155_chain_id(&U256::from_u64(27)), None);
         assert_eq!(Tx::eip155_chain_id(&U256::from_u64(28)), None);
-        assert_eq!(Tx::eip155_chain_id(&U256::from_u64(37)), Some(U256::from_u64(1)));
-        assert_eq!(Tx::eip155_chain_id(&U256::from_u64(38)), Some(U256::from_u64(1)));
+        assert_eq!(
+            Tx::eip155_chain_id(&U256::from_u64(37)),
+            Some(U256::from_u64(1))
+        );
+        assert_eq!(
+            Tx::eip155_chain_id(&U256::from_u64(38)),
+            Some(U256::from_u64(1))
+        );
         // v beyond 2^53: the hive chain id 0xc72dd9d5e883e.
         let id = 0xc72dd9d5e883e_u64;
         assert_eq!(
@@ -669,7 +692,10 @@ mod tests {
             Some(U256::from_u64(id))
         );
         // A v that wraps past one byte while subtracting 35.
-        assert_eq!(Tx::eip155_chain_id(&U256::from_u64(291)), Some(U256::from_u64(128)));
+        assert_eq!(
+            Tx::eip155_chain_id(&U256::from_u64(291)),
+            Some(U256::from_u64(128))
+        );
     }
 
     #[test]

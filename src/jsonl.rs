@@ -38,15 +38,23 @@ pub fn process_line(line: &str) -> (String, bool) {
             // field is malformed.
             let hash = serde_json::from_str::<serde_json::Value>(line)
                 .ok()
-                .and_then(|v| v.get("hash").and_then(|h| h.as_str()).map(str::to_lowercase));
-            let out = json!({"hash": hash, "sender": null, "error": format!("invalid transaction: {e}")});
+                .and_then(|v| {
+                    v.get("hash")
+                        .and_then(|h| h.as_str())
+                        .map(str::to_lowercase)
+                });
+            let out =
+                json!({"hash": hash, "sender": null, "error": format!("invalid transaction: {e}")});
             return (out.to_string(), false);
         }
     };
     let recovered = recover_tx(&tx);
     let mut out = serde_json::Map::new();
     out.insert("hash".into(), json!(tx.hash.map(|h| hex0x(&h))));
-    out.insert("sender".into(), json!(recovered.sender.as_ref().ok().map(|a| hex0x(a))));
+    out.insert(
+        "sender".into(),
+        json!(recovered.sender.as_ref().ok().map(|a| hex0x(a))),
+    );
     if tx.tx_type == 4 {
         let auths: Vec<_> = recovered
             .authorities
@@ -58,7 +66,10 @@ pub fn process_line(line: &str) -> (String, bool) {
     if let Err(e) = &recovered.sender {
         out.insert("error".into(), json!(e.to_string()));
     }
-    (serde_json::Value::Object(out).to_string(), recovered.sender.is_ok())
+    (
+        serde_json::Value::Object(out).to_string(),
+        recovered.sender.is_ok(),
+    )
 }
 
 /// Reads lines from `input` until EOF and writes one result line each to
@@ -69,9 +80,8 @@ where
     W: AsyncWrite + Unpin,
 {
     // Each entry is one chunk's result, queued in input order.
-    let (order_tx, mut order_rx) = mpsc::channel::<oneshot::Receiver<Vec<(String, bool)>>>(
-        pool.threads() * 2,
-    );
+    let (order_tx, mut order_rx) =
+        mpsc::channel::<oneshot::Receiver<Vec<(String, bool)>>>(pool.threads() * 2);
     let reader = async move {
         let mut lines = BufReader::with_capacity(1 << 20, input).lines();
         let mut chunk = Vec::with_capacity(CHUNK_LINES);
@@ -100,7 +110,9 @@ where
     let writer = async move {
         let mut totals = Totals::default();
         while let Some(rx) = order_rx.recv().await {
-            let results = rx.await.map_err(|_| std::io::Error::other("a recovery job panicked"))?;
+            let results = rx
+                .await
+                .map_err(|_| std::io::Error::other("a recovery job panicked"))?;
             let mut buf = Vec::with_capacity(results.len() * 128);
             for (line, ok) in results {
                 buf.extend_from_slice(line.as_bytes());
@@ -148,7 +160,9 @@ mod tests {
     #[tokio::test]
     async fn one_output_line_per_input_line_in_order() {
         let pool = Arc::new(Pool::new(2, 4));
-        let input: String = (0..1000).map(|i| format!("{{\"hash\":\"0x{i:064x}\"}}\n")).collect();
+        let input: String = (0..1000)
+            .map(|i| format!("{{\"hash\":\"0x{i:064x}\"}}\n"))
+            .collect();
         let mut out = Vec::new();
         let totals = run(input.as_bytes(), &mut out, pool).await.unwrap();
         assert_eq!(totals.lines, 1000);
@@ -158,7 +172,10 @@ mod tests {
         for (i, l) in lines.iter().enumerate() {
             let v: serde_json::Value = serde_json::from_str(l).unwrap();
             assert_eq!(v["hash"], format!("0x{i:064x}"));
-            assert!(v["error"].as_str().unwrap().contains("missing field"), "{l}");
+            assert!(
+                v["error"].as_str().unwrap().contains("missing field"),
+                "{l}"
+            );
         }
     }
 }

@@ -1,1 +1,17 @@
-fn main() {}
+//! The `sender-indexer` binary: parse the command line, hand it to the
+//! library, turn the outcome into an exit status. No logic lives here.
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+fn main() -> ExitCode {
+    let cli = sender_indexer::cli::Cli::parse();
+    match sender_indexer::app::run(cli) {
+        Ok(code) => code,
+        Err(err) => {
+            eprintln!("sender-indexer: {err:#}");
+            ExitCode::from(2)
+        }
+    }
+}

@@ -1,1 +1,191 @@
-//! TODO
+//! Counters of the whole process, exported in the Prometheus text format by
+//! the `prometheus` crate, and the optional `/metrics` + `/health` endpoint.
+//!
+//! Stages only bump counters here; this module never drives indexing. The
+//! HTTP side is a deliberately tiny HTTP/1.0 responder (two GET routes,
+//! then close), so that serving metrics adds no web framework.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use prometheus::{Encoder, Histogram, HistogramOpts, IntCounter, IntGauge, Registry, TextEncoder};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use crate::rpc::RpcStats;
+
+pub struct Metrics {
+    registry: Registry,
+    pub head_block: IntGauge,
+    pub indexed_block: IntGauge,
+    pub lag_blocks: IntGauge,
+    pub blocks: IntCounter,
+    pub txs: IntCounter,
+    pub recovered: IntCounter,
+    pub unrecoverable: IntCounter,
+    pub from_mismatches: IntCounter,
+    pub reorgs: IntCounter,
+    pub reorg_depth: Histogram,
+    pub rollback_blocks: IntCounter,
+    rpc_requests: IntGauge,
+    rpc_errors: IntGauge,
+    rpc_retries: IntGauge,
+    rpc: std::sync::Mutex<Option<Arc<RpcStats>>>,
+    started: Instant,
+    last_progress: std::sync::Mutex<Instant>,
+}
+
+fn gauge(r: &Registry, name: &str, help: &str) -> IntGauge {
+    let g = IntGauge::new(name, help).expect("valid metric");
+    r.register(Box::new(g.clone())).expect("unique metric");
+    g
+}
+
+fn counter(r: &Registry, name: &str, help: &str) -> IntCounter {
+    let c = IntCounter::new(name, help).expect("valid metric");
+    r.register(Box::new(c.clone())).expect("unique metric");
+    c
+}
+
+impl Metrics {
+    pub fn new() -> Arc<Metrics> {
+        let r = Registry::new_custom(Some("sender_indexer".into()), None).expect("registry");
+        let reorg_depth = Histogram::with_opts(
+            HistogramOpts::new("reorg_depth", "depth of each reorg rolled back, in blocks")
+                .buckets(vec![1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0]),
+        )
+        .expect("valid metric");
+        r.register(Box::new(reorg_depth.clone()))
+            .expect("unique metric");
+        Arc::new(Metrics {
+            head_block: gauge(&r, "head_block", "latest block number the node reported"),
+            indexed_block: gauge(&r, "indexed_block", "last block committed to the database"),
+            lag_blocks: gauge(&r, "lag_blocks", "head_block minus indexed_block"),
+            blocks: counter(&r, "blocks_total", "blocks committed"),
+            txs: counter(&r, "transactions_total", "transactions committed"),
+            recovered: counter(&r, "recoveries_total", "senders recovered from signatures"),
+            unrecoverable: counter(
+                &r,
+                "unrecoverable_total",
+                "transactions whose sender could not be recovered",
+            ),
+            from_mismatches: counter(
+                &r,
+                "from_mismatches_total",
+                "recovered senders that differ from the node's from",
+            ),
+            reorgs: counter(&r, "reorgs_total", "reorgs rolled back"),
+            rollback_blocks: counter(
+                &r,
+                "rollback_blocks_total",
+                "blocks deleted by reorg rollbacks",
+            ),
+            reorg_depth,
+            rpc_requests: gauge(&r, "rpc_requests_total", "JSON-RPC HTTP requests sent"),
+            rpc_errors: gauge(&r, "rpc_errors_total", "JSON-RPC requests that failed"),
+            rpc_retries: gauge(&r, "rpc_retries_total", "JSON-RPC requests retried"),
+            rpc: std::sync::Mutex::new(None),
+            started: Instant::now(),
+            last_progress: std::sync::Mutex::new(Instant::now()),
+            registry: r,
+        })
+    }
+
+    pub fn attach_rpc(&self, stats: Arc<RpcStats>) {
+        *self.rpc.lock().unwrap() = Some(stats);
+    }
+
+    pub fn set_head(&self, head: u64) {
+        self.head_block.set(head as i64);
+        self.update_lag();
+    }
+
+    pub fn set_indexed(&self, n: u64) {
+        self.indexed_block.set(n as i64);
+        *self.last_progress.lock().unwrap() = Instant::now();
+        self.update_lag();
+    }
+
+    fn update_lag(&self) {
+        self.lag_blocks
+            .set((self.head_block.get() - self.indexed_block.get()).max(0));
+    }
+
+    pub fn elapsed(&self) -> Duration {
+        self.started.elapsed()
+    }
+
+    /// The exposition text.
+    pub fn render(&self) -> String {
+        if let Some(rpc) = self.rpc.lock().unwrap().as_ref() {
+            self.rpc_requests.set(rpc.requests() as i64);
+            self.rpc_errors.set(rpc.errors() as i64);
+            self.rpc_retries.set(rpc.retries() as i64);
+        }
+        let mut out = Vec::new();
+        TextEncoder::new()
+            .encode(&self.registry.gather(), &mut out)
+            .expect("text encoding");
+        String::from_utf8(out).expect("utf-8")
+    }
+
+    /// `Err(reason)` when the indexer has fallen behind or stopped moving.
+    pub fn health(&self, max_lag: u64, max_stall: Duration) -> Result<(), String> {
+        let lag = self.lag_blocks.get() as u64;
+        if lag > max_lag {
+            return Err(format!(
+                "indexed block is {lag} blocks behind the head (limit {max_lag})"
+            ));
+        }
+        let stalled = self.last_progress.lock().unwrap().elapsed();
+        if lag > 0 && stalled > max_stall {
+            return Err(format!(
+                "no block indexed for {}s while {lag} behind",
+                stalled.as_secs()
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Serves `/metrics` and `/health` on `listener` until the process ends.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    metrics: Arc<Metrics>,
+    max_lag: u64,
+    max_stall: Duration,
+) {
+    loop {
+        let Ok((mut sock, _)) = listener.accept().await else {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            continue;
+        };
+        let metrics = Arc::clone(&metrics);
+        tokio::spawn(async move {
+            let mut req = vec![0u8; 4096];
+            let n = match tokio::time::timeout(Duration::from_secs(5), sock.read(&mut req)).await {
+                Ok(Ok(n)) => n,
+                _ => return,
+            };
+            let line = String::from_utf8_lossy(&req[..n]);
+            let path = line.split_whitespace().nth(1).unwrap_or("");
+            let (status, body, ctype) = match path {
+                "/metrics" => ("200 OK", metrics.render(), "text/plain; version=0.0.4"),
+                "/health" => match metrics.health(max_lag, max_stall) {
+                    Ok(()) => ("200 OK", "ok\n".to_string(), "text/plain"),
+                    Err(why) => ("503 Service Unavailable", format!("{why}\n"), "text/plain"),
+                },
+                _ => (
+                    "404 Not Found",
+                    "try /metrics or /health\n".to_string(),
+                    "text/plain",
+                ),
+            };
+            let resp = format!(
+                "HTTP/1.0 {status}\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            );
+            let _ = sock.write_all(resp.as_bytes()).await;
+            let _ = sock.shutdown().await;
+        });
+    }
+}

@@ -66,7 +66,12 @@ pub enum RecoverError {
 ///
 /// High-s signatures are accepted: they were valid before Homestead, and
 /// recovery does not need the low-s normal form.
-pub fn recover_address(hash: &B256, r: &U256, s: &U256, parity: u8) -> Result<Address, RecoverError> {
+pub fn recover_address(
+    hash: &B256,
+    r: &U256,
+    s: &U256,
+    parity: u8,
+) -> Result<Address, RecoverError> {
     for (name, x) in [("r", r), ("s", s)] {
         if x.is_zero() {
             return Err(RecoverError::Zero(name));
@@ -80,7 +85,8 @@ pub fn recover_address(hash: &B256, r: &U256, s: &U256, parity: u8) -> Result<Ad
     let mut compact = [0u8; 64];
     compact[..32].copy_from_slice(&r.0);
     compact[32..].copy_from_slice(&s.0);
-    let sig = RecoverableSignature::from_compact(&compact, recid).map_err(|_| RecoverError::NoKey)?;
+    let sig =
+        RecoverableSignature::from_compact(&compact, recid).map_err(|_| RecoverError::NoKey)?;
     let key = context()
         .recover_ecdsa(&Message::from_digest(*hash), &sig)
         .map_err(|_| RecoverError::NoKey)?;
@@ -137,7 +143,11 @@ pub struct Recovered {
 pub fn recover_tx(tx: &Tx) -> Recovered {
     Recovered {
         sender: recover_sender(tx),
-        authorities: tx.authorization_list.iter().map(recover_authority).collect(),
+        authorities: tx
+            .authorization_list
+            .iter()
+            .map(recover_authority)
+            .collect(),
     }
 }
 
@@ -155,8 +165,10 @@ fn recover_authority(a: &Authorization) -> Result<Address, RecoverError> {
     let parity = a
         .y_parity
         .ok_or(RecoverError::MissingSignature("authorizationList.yParity"))?;
-    let r = a.r.ok_or(RecoverError::MissingSignature("authorizationList.r"))?;
-    let s = a.s.ok_or(RecoverError::MissingSignature("authorizationList.s"))?;
+    let r =
+        a.r.ok_or(RecoverError::MissingSignature("authorizationList.r"))?;
+    let s =
+        a.s.ok_or(RecoverError::MissingSignature("authorizationList.s"))?;
     recover_address(&hash, &r, &s, y_parity(&parity)?)
 }
 
@@ -165,6 +177,16 @@ fn recover_authority(a: &Authorization) -> Result<Address, RecoverError> {
 pub struct RecoveredTx {
     pub tx: Tx,
     pub recovered: Recovered,
+}
+
+/// A block whose every transaction went through recovery, in block order.
+#[derive(Debug, Clone)]
+pub struct RecoveredBlock {
+    pub number: u64,
+    pub hash: B256,
+    pub parent_hash: B256,
+    pub timestamp: u64,
+    pub txs: Vec<RecoveredTx>,
 }
 
 /// Decodes and recovers a chunk of JSON transaction objects, in order. A
@@ -177,6 +199,15 @@ pub fn recover_values(txs: &[Value]) -> Vec<Result<RecoveredTx, DecodeError>> {
             Ok(RecoveredTx { tx, recovered })
         })
         .collect()
+}
+
+/// A thread count from the settings: 0 means one per core.
+pub fn resolve_threads(threads: usize) -> usize {
+    if threads == 0 {
+        std::thread::available_parallelism().map_or(1, |n| n.get())
+    } else {
+        threads
+    }
 }
 
 type Job = Box<dyn FnOnce() + Send + 'static>;
@@ -198,11 +229,7 @@ impl Pool {
     /// `threads` workers (0 means one per core) and at most `queue_depth`
     /// jobs queued or running at once.
     pub fn new(threads: usize, queue_depth: usize) -> Pool {
-        let threads = if threads == 0 {
-            std::thread::available_parallelism().map_or(1, |n| n.get())
-        } else {
-            threads
-        };
+        let threads = resolve_threads(threads);
         let (jobs_tx, jobs_rx) = std_mpsc::channel::<Job>();
         let jobs_rx = Arc::new(Mutex::new(jobs_rx));
         // Build the shared context before any job races to do it.

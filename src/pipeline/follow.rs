@@ -1,0 +1,253 @@
+//! The converge loops: `backfill` indexes a fixed range, `follow` (and
+//! `sync`) chase the head forever. Both index through [`index_range`] and
+//! meet reorgs the same way (Shovel's `Converge`): a parent-hash mismatch,
+//! or a stored tip the node no longer has, walks back to the common
+//! ancestor by comparing stored hashes with the node's, rolls back above it
+//! in one database transaction, and indexes the canonical blocks again.
+//!
+//! This module decides *what* range to index next; it writes no SQL and
+//! recovers nothing itself.
+
+use std::time::Duration;
+
+use anyhow::bail;
+use futures::StreamExt;
+
+use super::{Ctx, Step, index_range};
+use crate::config::Settings;
+use crate::decode::hex0x;
+use crate::store::Store;
+
+/// How a converge loop ended (errors are `Err`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ConvergeEnd {
+    Complete,
+    Shutdown,
+}
+
+/// Indexes `from..=to`, resuming after the checkpoint when it lies inside
+/// the range. Already stored blocks are left as they are.
+pub async fn backfill(ctx: &Ctx, from: u64, to: u64) -> anyhow::Result<ConvergeEnd> {
+    let mut next = match ctx.store.checkpoint().await? {
+        Some((c, _)) if c + 1 >= from && c < to => {
+            if c >= from {
+                tracing::info!(target: "indexer::backfill", checkpoint = c, "resuming after the checkpoint");
+            }
+            c + 1
+        }
+        _ => from,
+    };
+    ctx.progress.lock().await.set_total(to + 1 - next);
+    ctx.metrics.set_head(to);
+    loop {
+        if next > to {
+            return Ok(ConvergeEnd::Complete);
+        }
+        match index_range(ctx, next, to).await? {
+            Step::Done => return Ok(ConvergeEnd::Complete),
+            Step::Shutdown => return Ok(ConvergeEnd::Shutdown),
+            Step::Reorg { at } => next = reorg(ctx, at).await?.map_or(from, |a| (a + 1).max(from)),
+        }
+    }
+}
+
+/// Follows the head. `from`: where to start (for `follow --from`, or the
+/// first block of `sync` on an empty database); `sync`: catch up from the
+/// checkpoint (or `from`) instead of starting at the head.
+pub async fn follow(ctx: &Ctx, from: Option<u64>, sync: bool) -> anyhow::Result<ConvergeEnd> {
+    let f = &ctx.settings.follow;
+    let checkpoint = ctx.store.checkpoint().await?.map(|c| c.0);
+    let mut next = match (from, checkpoint) {
+        (Some(n), _) if !sync => n,
+        (_, Some(c)) => c + 1,
+        (Some(n), None) => n,
+        (None, None) => ctx.rpc.head().await?.saturating_sub(f.confirmations),
+    };
+    let start = next;
+    tracing::info!(target: "indexer::follow", from = next, confirmations = f.confirmations, "following the head");
+    let mut heads = subscribe(ctx).await;
+    let mut shutdown = ctx.shutdown.clone();
+    loop {
+        if shutdown.requested() {
+            return Ok(ConvergeEnd::Shutdown);
+        }
+        let head = ctx.rpc.head().await?;
+        ctx.metrics.set_head(head);
+        let target = head.saturating_sub(f.confirmations);
+        if next <= target {
+            match index_range(ctx, next, target).await? {
+                Step::Done => next = target + 1,
+                Step::Shutdown => return Ok(ConvergeEnd::Shutdown),
+                Step::Reorg { at } => next = reorg(ctx, at).await?.map_or(start, |a| a + 1),
+            }
+            continue;
+        }
+        // At the head: make sure the node still has our tip. A node behind
+        // us with our hashes (a lagging replica) is waited out; one with
+        // other hashes has reorged, possibly at the same height.
+        if let Some((tip, tip_hash)) = ctx.store.checkpoint().await? {
+            let probe = tip.min(target);
+            let stored = if probe == tip {
+                Some(tip_hash)
+            } else {
+                ctx.store.block_hash(probe).await?
+            };
+            if let (Some(stored), Some(node)) = (stored, ctx.rpc.header(probe).await?) {
+                if node.hash != stored {
+                    next = reorg(ctx, probe + 1).await?.map_or(start, |a| a + 1);
+                    continue;
+                }
+                if head < tip {
+                    tracing::debug!(target: "indexer::follow", head, tip, "node is behind our tip with the same hashes; waiting");
+                }
+            }
+        }
+        let poll = tokio::time::sleep(f.poll_interval());
+        tokio::select! {
+            _ = shutdown.wait() => return Ok(ConvergeEnd::Shutdown),
+            _ = poll => {}
+            head = next_head(&mut heads) => {
+                if head.is_none() {
+                    tracing::warn!(target: "indexer::follow", "newHeads subscription ended; polling every {:?}", f.poll_interval());
+                    heads = None;
+                }
+            }
+        }
+    }
+}
+
+type Heads = Option<Box<dyn futures::Stream<Item = u64> + Send + Unpin>>;
+
+async fn subscribe(ctx: &Ctx) -> Heads {
+    let ws = &ctx.settings.rpc.ws_url;
+    if ws.is_empty() {
+        return None;
+    }
+    match ctx.rpc.subscribe_heads(ws).await {
+        Ok(s) => {
+            tracing::info!(target: "indexer::follow", "subscribed to newHeads");
+            Some(Box::new(s))
+        }
+        Err(e) => {
+            tracing::warn!(target: "indexer::follow", "{e}; polling instead");
+            None
+        }
+    }
+}
+
+/// The next head notification; pending forever when there is no socket.
+async fn next_head(heads: &mut Heads) -> Option<u64> {
+    match heads {
+        Some(s) => s.next().await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Handles a chain mismatch at block `at`: walks back from the stored tip
+/// below `at` to the last block whose stored hash the node still has, and
+/// rolls back everything above it. Returns that common ancestor (`None`
+/// when nothing is stored to compare with).
+async fn reorg(ctx: &Ctx, at: u64) -> anyhow::Result<Option<u64>> {
+    let Some((checkpoint, _)) = ctx.store.checkpoint().await? else {
+        return Ok(None);
+    };
+    let max = ctx.settings.follow.max_reorg_depth;
+    let tip = checkpoint.min(at.saturating_sub(1));
+    let mut k = tip;
+    let ancestor = loop {
+        let Some(stored) = ctx.store.block_hash(k).await? else {
+            break k; // nothing stored here to compare
+        };
+        if ctx.rpc.header(k).await?.is_some_and(|h| h.hash == stored) {
+            break k;
+        }
+        if checkpoint - k + 1 > max {
+            bail!(
+                "reorg deeper than follow.max_reorg_depth ({max}): stored blocks {k}..={checkpoint} differ from the node's chain; the database is left unchanged at block {checkpoint}\n\nhint: check that the RPC endpoint serves the same chain, or raise follow.max_reorg_depth"
+            );
+        }
+        if k == 0 {
+            bail!(
+                "stored block 0 differs from the node's genesis block: is the RPC endpoint on another chain?"
+            );
+        }
+        k -= 1;
+    };
+    if ancestor >= checkpoint {
+        // Only the blocks in flight changed: nothing stored to undo.
+        return Ok(Some(ancestor));
+    }
+    let old_tip = ctx.store.block_hash(checkpoint).await?;
+    let new_hash = ctx.rpc.header(ancestor + 1).await?.map(|h| h.hash);
+    let deleted = ctx.store.rollback_to(ancestor, new_hash.as_ref()).await?;
+    let depth = checkpoint - ancestor;
+    let m = &ctx.metrics;
+    m.reorgs.inc();
+    m.reorg_depth.observe(depth as f64);
+    m.rollback_blocks.inc_by(deleted);
+    m.set_indexed(ancestor);
+    tracing::warn!(
+        target: "indexer::reorg",
+        depth,
+        ancestor,
+        old_tip = %old_tip.map(|h| hex0x(&h)).unwrap_or_default(),
+        new_hash = %new_hash.map(|h| hex0x(&h)).unwrap_or_default(),
+        deleted,
+        "reorg: rolled back to the common ancestor"
+    );
+    Ok(Some(ancestor))
+}
+
+/// The `status` command's report.
+pub async fn status_report(settings: &Settings, store: &Store) -> anyhow::Result<String> {
+    use std::fmt::Write;
+    let s = crate::store::query::status(store.pool()).await?;
+    let mut out = String::new();
+    let range = match (s.lowest, s.highest) {
+        (Some(lo), Some(hi)) => format!("{lo}..={hi}"),
+        _ => "none".into(),
+    };
+    writeln!(out, "blocks indexed: {range} ({} blocks)", s.blocks)?;
+    if s.missing_blocks == 0 {
+        writeln!(out, "gaps:           none")?;
+    } else {
+        let shown: Vec<String> = s.gaps.iter().map(|(a, b)| format!("{a}..={b}")).collect();
+        writeln!(
+            out,
+            "gaps:           {} blocks missing: {}",
+            s.missing_blocks,
+            shown.join(", ")
+        )?;
+    }
+    match &s.checkpoint {
+        Some((n, h)) => writeln!(out, "checkpoint:     {n} {h}")?,
+        None => writeln!(out, "checkpoint:     none")?,
+    }
+    for (table, rows) in &s.rows {
+        writeln!(out, "rows {table:<14} {rows}")?;
+    }
+    let mut quick = settings.clone();
+    quick.rpc.max_retries = 1;
+    quick.rpc.request_timeout_ms = quick.rpc.request_timeout_ms.min(5000);
+    let head = match super::rpc_client(&quick) {
+        Ok(rpc) => tokio::time::timeout(Duration::from_secs(10), rpc.head())
+            .await
+            .ok()
+            .and_then(Result::ok),
+        Err(_) => None,
+    };
+    match (head, &s.checkpoint) {
+        (Some(head), Some((n, _))) => writeln!(
+            out,
+            "node head:      {head} (lag {} blocks)",
+            head.saturating_sub(*n)
+        )?,
+        (Some(head), None) => writeln!(out, "node head:      {head}")?,
+        (None, _) => writeln!(
+            out,
+            "node head:      unreachable ({})",
+            crate::rpc::redact_url(&settings.rpc.url)
+        )?,
+    }
+    Ok(out)
+}

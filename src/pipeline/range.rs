@@ -1,0 +1,251 @@
+//! Indexes one block range: fetch → decode → recover → write, as three
+//! concurrent stages joined by bounded channels, so fetching, recovering and
+//! writing overlap and memory stays flat however long the range.
+//!
+//! ```text
+//!  rpc.block_stream ─▶ [submit] ─pending(bounded)─▶ [collect] ─batches(1)─▶ [write]
+//!                        │ chunks of txs                ▲ awaits chunks in order
+//!                        └────────▶ recover::Pool ──────┘
+//! ```
+//!
+//! Order is kept by construction: each block's chunks are queued in block
+//! order and awaited in that order, whichever worker finishes first. This
+//! module decides nothing about reorgs; it reports a parent mismatch as
+//! [`Step::Reorg`] and lets the converge loop in `follow` handle it.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use anyhow::{Context as _, anyhow, bail};
+use futures::StreamExt;
+use serde_json::Value;
+use tokio::sync::{mpsc, oneshot};
+
+use super::Ctx;
+use crate::decode::{DecodeError, RawBlock, hex0x};
+use crate::recover::{RecoveredBlock, RecoveredTx, recover_values};
+use crate::store::StoreError;
+
+/// Transactions per recovery job: ~3 ms of work, so queueing overhead is
+/// noise, and a big block still spreads over every thread.
+const CHUNK_TXS: usize = 64;
+
+/// Blocks whose recovery is queued but not yet collected. The pool's own
+/// permits bound the jobs; this bounds the headers and receivers.
+const PENDING_BLOCKS: usize = 256;
+
+/// How a range run ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Step {
+    /// Every block of the range is committed.
+    Done,
+    /// Block `at` does not extend the stored chain (or its predecessor in
+    /// the batch): the node's chain changed under us.
+    Reorg { at: u64 },
+    /// Shutdown was requested; every block fetched so far is committed.
+    Shutdown,
+}
+
+type ChunkResult = Vec<Result<RecoveredTx, DecodeError>>;
+
+struct Pending {
+    header: RawBlock,
+    tx_count: usize,
+    chunks: Vec<oneshot::Receiver<ChunkResult>>,
+}
+
+pub async fn index_range(ctx: &Ctx, from: u64, to: u64) -> anyhow::Result<Step> {
+    let (pending_tx, pending_rx) = mpsc::channel::<Pending>(PENDING_BLOCKS);
+    let (batch_tx, batch_rx) = mpsc::channel::<Vec<RecoveredBlock>>(1);
+    let last_written = AtomicU64::new(0);
+    let submit = submit(ctx, from, to, pending_tx);
+    let collect = collect(ctx, pending_rx, batch_tx);
+    let write = write(ctx, batch_rx, &last_written);
+    let (submitted, (), written) = tokio::try_join!(submit, collect, write)?;
+    Ok(match written {
+        Step::Reorg { at } => Step::Reorg { at },
+        _ => submitted,
+    })
+}
+
+/// Stage 1: pulls blocks in order and queues their transactions on the pool.
+async fn submit(
+    ctx: &Ctx,
+    from: u64,
+    to: u64,
+    pending_tx: mpsc::Sender<Pending>,
+) -> anyhow::Result<Step> {
+    let mut shutdown = ctx.shutdown.clone();
+    let mut blocks = std::sync::Arc::clone(&ctx.rpc).block_stream(from..=to);
+    let mut expected = from;
+    loop {
+        let item = tokio::select! {
+            biased;
+            _ = shutdown.wait() => return Ok(Step::Shutdown),
+            item = blocks.next() => item,
+        };
+        let value: Value = match item {
+            None => return Ok(Step::Done),
+            Some(result) => result?,
+        };
+        let header = RawBlock::from_value(value)
+            .with_context(|| format!("block {expected}: malformed block from the node"))?;
+        if header.number != expected {
+            bail!(
+                "block {expected}: the node returned block {} instead",
+                header.number
+            );
+        }
+        expected += 1;
+        let mut header = header;
+        let txs = std::mem::take(&mut header.transactions);
+        let tx_count = txs.len();
+        let mut chunks = Vec::with_capacity(tx_count.div_ceil(CHUNK_TXS));
+        let mut rest = txs;
+        while !rest.is_empty() {
+            let tail = rest.split_off(rest.len().min(CHUNK_TXS));
+            let chunk = std::mem::replace(&mut rest, tail);
+            chunks.push(ctx.pool.spawn(move || recover_values(&chunk)).await);
+        }
+        let pending = Pending {
+            header,
+            tx_count,
+            chunks,
+        };
+        if pending_tx.send(pending).await.is_err() {
+            return Ok(Step::Done); // a later stage stopped; it reports why
+        }
+    }
+}
+
+/// Stage 2: awaits each block's chunks in order, verifies, and batches.
+async fn collect(
+    ctx: &Ctx,
+    mut pending_rx: mpsc::Receiver<Pending>,
+    batch_tx: mpsc::Sender<Vec<RecoveredBlock>>,
+) -> anyhow::Result<()> {
+    let limits = &ctx.settings.index;
+    let mut batch: Vec<RecoveredBlock> = Vec::new();
+    let mut batch_txs = 0;
+    while let Some(p) = pending_rx.recv().await {
+        let block = assemble(ctx, p).await?;
+        batch_txs += block.txs.len();
+        batch.push(block);
+        let full = batch_txs >= limits.write_batch_txs || batch.len() >= limits.write_batch_blocks;
+        if full {
+            batch_txs = 0;
+            if batch_tx.send(std::mem::take(&mut batch)).await.is_err() {
+                return Ok(());
+            }
+        } else if pending_rx.is_empty() {
+            // Nothing else is ready: hand over what we have if the writer is
+            // idle, otherwise keep growing the batch while it works.
+            match batch_tx.try_send(std::mem::take(&mut batch)) {
+                Ok(()) => batch_txs = 0,
+                Err(mpsc::error::TrySendError::Full(b)) => batch = b,
+                Err(mpsc::error::TrySendError::Closed(_)) => return Ok(()),
+            }
+        }
+    }
+    if !batch.is_empty() {
+        let _ = batch_tx.send(batch).await;
+    }
+    Ok(())
+}
+
+async fn assemble(ctx: &Ctx, p: Pending) -> anyhow::Result<RecoveredBlock> {
+    let n = p.header.number;
+    let mut txs = Vec::with_capacity(p.tx_count);
+    for rx in p.chunks {
+        let chunk = rx
+            .await
+            .map_err(|_| anyhow!("block {n}: a recovery job panicked"))?;
+        for r in chunk {
+            let i = txs.len();
+            let rtx = r.with_context(|| {
+                format!("block {n} tx {i}: malformed transaction from the node")
+            })?;
+            let Some(hash) = rtx.tx.hash else {
+                bail!("block {n} tx {i}: the node gave no transaction hash");
+            };
+            let m = &ctx.metrics;
+            match (&rtx.recovered.sender, &rtx.tx.from) {
+                (Ok(sender), from) => {
+                    m.recovered.inc();
+                    if let Some(from) = from.filter(|f| f != sender) {
+                        m.from_mismatches.inc();
+                        tracing::warn!(target: "indexer::verify", block = n, tx = %hex0x(&hash), recovered = %hex0x(sender), node_from = %hex0x(&from), "sender differs from the node's from");
+                        if ctx.settings.index.strict {
+                            bail!(
+                                "block {n} tx {}: recovered sender {} differs from the node's from {} (--strict)",
+                                hex0x(&hash),
+                                hex0x(sender),
+                                hex0x(&from)
+                            );
+                        }
+                    }
+                }
+                (Err(e), _) => {
+                    m.unrecoverable.inc();
+                    tracing::debug!(target: "indexer::verify", block = n, tx = %hex0x(&hash), error = %e, "unrecoverable sender");
+                }
+            }
+            txs.push(rtx);
+        }
+    }
+    // Every transaction of the block came back, in order (reth checks the same).
+    if txs.len() != p.tx_count {
+        bail!(
+            "block {n}: recovered {} transactions of {}",
+            txs.len(),
+            p.tx_count
+        );
+    }
+    Ok(RecoveredBlock {
+        number: n,
+        hash: p.header.hash,
+        parent_hash: p.header.parent_hash,
+        timestamp: p.header.timestamp,
+        txs,
+    })
+}
+
+/// Stage 3: commits each batch with the checkpoint.
+async fn write(
+    ctx: &Ctx,
+    mut batch_rx: mpsc::Receiver<Vec<RecoveredBlock>>,
+    last_written: &AtomicU64,
+) -> anyhow::Result<Step> {
+    let mut progress = ctx.progress.lock().await;
+    while let Some(batch) = batch_rx.recv().await {
+        let (Some(first), Some(last)) = (batch.first(), batch.last()) else {
+            continue;
+        };
+        let (first_n, last_n) = (first.number, last.number);
+        match ctx.store.write_blocks(&batch).await {
+            Ok(outcome) => {
+                let m = &ctx.metrics;
+                m.blocks.inc_by(batch.len() as u64);
+                m.txs.inc_by(batch.iter().map(|b| b.txs.len() as u64).sum());
+                m.set_indexed(last_n);
+                last_written.store(last_n, Ordering::Relaxed);
+                if outcome.blocks_replaced > 0 {
+                    tracing::warn!(target: "indexer::store", first = first_n, last = last_n, replaced = outcome.blocks_replaced, "replaced stored blocks whose hash changed");
+                }
+                tracing::debug!(target: "indexer::store", first = first_n, last = last_n, ?outcome, "committed");
+                progress.advance(batch.len() as u64, last_n);
+            }
+            Err(StoreError::ParentMismatch {
+                number,
+                parent,
+                stored,
+            }) => {
+                tracing::info!(target: "indexer::reorg", block = number, parent = %parent, stored = %stored, "parent hash mismatch");
+                return Ok(Step::Reorg { at: number });
+            }
+            Err(e) => {
+                return Err(e).with_context(|| format!("blocks {first_n}..={last_n}: cannot write"));
+            }
+        }
+    }
+    Ok(Step::Done)
+}

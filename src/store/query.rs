@@ -1,0 +1,155 @@
+//! Read-only queries for people: `status` and the `sql` command's table.
+//! Nothing here writes.
+
+use sqlx::{AssertSqlSafe, Column, Executor, PgPool, Row, SqlSafeStr};
+
+use super::Result;
+
+/// What is indexed.
+#[derive(Debug, Default)]
+pub struct Status {
+    pub lowest: Option<u64>,
+    pub highest: Option<u64>,
+    pub blocks: u64,
+    /// Missing ranges between lowest and highest (at most 20 shown).
+    pub gaps: Vec<(u64, u64)>,
+    pub missing_blocks: u64,
+    pub checkpoint: Option<(u64, String)>,
+    pub rows: Vec<(String, u64)>,
+    pub reorgs: u64,
+}
+
+pub async fn status(pool: &PgPool) -> Result<Status> {
+    let mut s = Status::default();
+    let (lo, hi, n): (Option<i64>, Option<i64>, i64) =
+        sqlx::query_as("SELECT min(number), max(number), count(*) FROM blocks")
+            .fetch_one(pool)
+            .await?;
+    s.lowest = lo.map(|v| v as u64);
+    s.highest = hi.map(|v| v as u64);
+    s.blocks = n as u64;
+    if let (Some(lo), Some(hi)) = (lo, hi) {
+        s.missing_blocks = (hi - lo + 1 - n) as u64;
+        if s.missing_blocks > 0 {
+            let gaps: Vec<(i64, i64)> = sqlx::query_as(
+                "SELECT number + 1, next - 1 FROM (
+                   SELECT number, lead(number) OVER (ORDER BY number) AS next FROM blocks
+                 ) s WHERE next > number + 1 ORDER BY number LIMIT 20",
+            )
+            .fetch_all(pool)
+            .await?;
+            s.gaps = gaps
+                .into_iter()
+                .map(|(a, b)| (a as u64, b as u64))
+                .collect();
+        }
+    }
+    let cp: Option<(i64, String)> =
+        sqlx::query_as("SELECT block_number, '0x' || encode(block_hash, 'hex') FROM checkpoint")
+            .fetch_optional(pool)
+            .await?;
+    s.checkpoint = cp.map(|(n, h)| (n as u64, h));
+    for table in ["blocks", "transactions", "authorizations", "reorgs"] {
+        let n: i64 = sqlx::query_scalar(AssertSqlSafe(format!("SELECT count(*) FROM {table}")))
+            .fetch_one(pool)
+            .await?;
+        if table == "reorgs" {
+            s.reorgs = n as u64;
+        }
+        s.rows.push((table.to_string(), n as u64));
+    }
+    Ok(s)
+}
+
+/// A query's result as text: column names and rows (NULL as `None`).
+pub struct Table {
+    pub columns: Vec<String>,
+    pub rows: Vec<Vec<Option<String>>>,
+    /// For statements that return no rows: how many rows they touched.
+    pub affected: Option<u64>,
+}
+
+/// Runs `query`. Row-returning statements are wrapped so every value comes
+/// back as text in column order whatever its type (bytea as `\x…`).
+pub async fn run_sql(pool: &PgPool, query: &str) -> Result<Table> {
+    let q = query.trim().trim_end_matches(';');
+    let first = q
+        .split_whitespace()
+        .next()
+        .unwrap_or("")
+        .to_ascii_lowercase();
+    if !matches!(first.as_str(), "select" | "with" | "values" | "table") {
+        let r = pool.execute(AssertSqlSafe(q.to_string())).await?;
+        return Ok(Table {
+            columns: vec![],
+            rows: vec![],
+            affected: Some(r.rows_affected()),
+        });
+    }
+    // Column names come from a zero-row probe so an empty result still
+    // shows its header.
+    let wrapped = format!(
+        "SELECT ARRAY(SELECT key FROM json_each(j)), ARRAY(SELECT value FROM json_each_text(j))
+         FROM (SELECT row_to_json(q) AS j FROM ({q}) q) s"
+    );
+    // The `sql` command runs what its user typed, by design.
+    let rows = sqlx::query(AssertSqlSafe(wrapped)).fetch_all(pool).await?;
+    let mut columns = Vec::new();
+    let mut out = Vec::with_capacity(rows.len());
+    for row in rows {
+        if columns.is_empty() {
+            columns = row.get::<Vec<String>, _>(0);
+        }
+        out.push(row.get::<Vec<Option<String>>, _>(1));
+    }
+    if columns.is_empty() {
+        let described = pool
+            .describe(AssertSqlSafe(q.to_string()).into_sql_str())
+            .await?;
+        columns = described
+            .columns()
+            .iter()
+            .map(|c| c.name().to_string())
+            .collect();
+    }
+    Ok(Table {
+        columns,
+        rows: out,
+        affected: None,
+    })
+}
+
+impl std::fmt::Display for Table {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if let Some(n) = self.affected {
+            return writeln!(f, "{n} rows affected");
+        }
+        let cell = |v: &Option<String>| v.clone().unwrap_or_else(|| "NULL".into());
+        let mut widths: Vec<usize> = self.columns.iter().map(|c| c.chars().count()).collect();
+        for row in &self.rows {
+            for (w, v) in widths.iter_mut().zip(row) {
+                *w = (*w).max(cell(v).chars().count());
+            }
+        }
+        let line = |f: &mut std::fmt::Formatter<'_>, vals: Vec<String>| {
+            let cells: Vec<String> = vals
+                .iter()
+                .zip(&widths)
+                .map(|(v, w)| format!("{v:<w$}"))
+                .collect();
+            writeln!(f, " {}", cells.join(" | ").trim_end())
+        };
+        line(f, self.columns.clone())?;
+        let rule: Vec<String> = widths.iter().map(|w| "-".repeat(*w)).collect();
+        writeln!(f, "-{}-", rule.join("-+-"))?;
+        for row in &self.rows {
+            line(f, row.iter().map(cell).collect())?;
+        }
+        writeln!(
+            f,
+            "({} row{})",
+            self.rows.len(),
+            if self.rows.len() == 1 { "" } else { "s" }
+        )
+    }
+}
