@@ -1,9 +1,9 @@
 //! Embedded default database: a PostgreSQL cluster this process manages itself.
 //!
-//! Owns finding the server binaries, `initdb`, starting `postgres` on a
-//! private unix socket (plus 127.0.0.1 only when asked), waiting until it
-//! accepts connections, reusing a server already running on the data dir,
-//! stopping it, and creating a database. The app uses it when no
+//! Owns `initdb`, starting `postgres` on a private unix socket (plus
+//! 127.0.0.1 only when asked), waiting until it accepts connections, reusing
+//! a server already running on the data dir, stopping it, and creating a
+//! database. Finding binaries and laying out directories is [`layout`]'s. The app uses it when no
 //! DATABASE_URL is configured; the test harness uses it for throwaway
 //! clusters.
 //!
@@ -22,11 +22,9 @@
 //! [`Cluster::create_database_if_missing`]: from async code wrap
 //! [`Cluster::start`] in `tokio::task::spawn_blocking`.
 
-use std::ffi::{CString, OsStr, OsString};
 use std::fs::{self, File};
 use std::io::{self, Read, Seek, SeekFrom};
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
 use std::os::unix::net::UnixStream;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -34,9 +32,16 @@ use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+mod layout;
+
+pub use layout::{PgBinaries, default_data_dir};
+use layout::{
+    RunAs, choose_socket_dir, pid_alive, prepare_dir, prepare_socket_dir, read_pid_file,
+    server_user,
+};
 use nix::errno::Errno;
-use nix::sys::signal::{Signal, kill};
-use nix::unistd::{Gid, Pid, Uid, User, chown, geteuid, getgrouplist};
+use nix::sys::signal::Signal;
+use nix::unistd::geteuid;
 use sqlx::postgres::{PgConnectOptions, PgConnection, PgSslMode};
 use sqlx::{AssertSqlSafe, Connection};
 
@@ -58,8 +63,6 @@ const DEFAULT_START_TIMEOUT: Duration = Duration::from_secs(60);
 const POLL_INTERVAL: Duration = Duration::from_millis(50);
 /// Bytes of the server log quoted in a startup error.
 const LOG_TAIL_BYTES: u64 = 2048;
-const SERVER_BINARIES: [&str; 3] = ["initdb", "pg_ctl", "postgres"];
-const VERSIONED_ROOT: &str = "/usr/lib/postgresql";
 
 #[derive(Debug, thiserror::Error)]
 pub enum EmbeddedPgError {
@@ -73,7 +76,9 @@ pub enum EmbeddedPgError {
     NoServerUser,
     #[error("looking up system user `{user}`: {source}")]
     UserLookup { user: String, source: Errno },
-    #[error("no default data dir: neither XDG_DATA_HOME nor HOME is set\n\nhint: set HOME, or set DATABASE_URL")]
+    #[error(
+        "no default data dir: neither XDG_DATA_HOME nor HOME is set\n\nhint: set HOME, or set DATABASE_URL"
+    )]
     NoDataDir,
     #[error("{action} {path}: {source}")]
     Io {
@@ -91,7 +96,9 @@ pub enum EmbeddedPgError {
     },
     #[error("socket dir {dir} is not a directory owned by uid {uid}\n\nhint: remove it and retry")]
     SocketDirNotOwned { dir: PathBuf, uid: u32 },
-    #[error("unix socket path under {dir} is {len} bytes, over the {MAX_SOCKET_PATH}-byte limit\n\nhint: pick a shorter socket dir")]
+    #[error(
+        "unix socket path under {dir} is {len} bytes, over the {MAX_SOCKET_PATH}-byte limit\n\nhint: pick a shorter socket dir"
+    )]
     SocketPathTooLong { dir: PathBuf, len: usize },
     #[error("{what} failed ({status}): {output}")]
     CommandFailed {
@@ -106,7 +113,9 @@ pub enum EmbeddedPgError {
         log: PathBuf,
         tail: String,
     },
-    #[error("postgresql on {data_dir} not accepting connections after {timeout:?}\n\nhint: see the server log {log}")]
+    #[error(
+        "postgresql on {data_dir} not accepting connections after {timeout:?}\n\nhint: see the server log {log}"
+    )]
     StartTimeout {
         data_dir: PathBuf,
         timeout: Duration,
@@ -129,241 +138,6 @@ fn io_err(action: &'static str, path: &Path) -> impl FnOnce(io::Error) -> Embedd
         path,
         source,
     }
-}
-
-/// Where the app keeps its embedded cluster: `/var/lib/sender-indexer/pg` as
-/// root (the `postgres` user can reach it, unlike /root), otherwise
-/// `$XDG_DATA_HOME/sender-indexer/pg` or `~/.local/share/sender-indexer/pg`.
-pub fn default_data_dir() -> Result<PathBuf> {
-    default_data_dir_for(
-        geteuid().is_root(),
-        std::env::var_os("XDG_DATA_HOME"),
-        std::env::var_os("HOME"),
-    )
-    .ok_or(EmbeddedPgError::NoDataDir)
-}
-
-fn default_data_dir_for(root: bool, xdg: Option<OsString>, home: Option<OsString>) -> Option<PathBuf> {
-    let absolute = |v: Option<OsString>| v.map(PathBuf::from).filter(|p| p.is_absolute());
-    let base = if root {
-        PathBuf::from("/var/lib")
-    } else if let Some(xdg) = absolute(xdg) {
-        xdg
-    } else {
-        absolute(home)?.join(".local/share")
-    };
-    Some(base.join("sender-indexer/pg"))
-}
-
-/// A directory holding `initdb`, `pg_ctl` and `postgres`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PgBinaries {
-    bindir: PathBuf,
-}
-
-impl PgBinaries {
-    /// Searches PATH, then `pg_config --bindir`, then the highest
-    /// `/usr/lib/postgresql/<version>/bin`.
-    pub fn find() -> Result<Self> {
-        let pg_config = || {
-            let out = Command::new("pg_config").arg("--bindir").output().ok()?;
-            let dir = String::from_utf8(out.stdout).ok()?;
-            out.status.success().then(|| PathBuf::from(dir.trim()))
-        };
-        find_with(std::env::var_os("PATH"), pg_config, Path::new(VERSIONED_ROOT))
-    }
-
-    /// `dir` if it holds all three server binaries.
-    pub fn in_dir(dir: impl Into<PathBuf>) -> Option<Self> {
-        let bindir = dir.into();
-        SERVER_BINARIES
-            .iter()
-            .all(|b| is_executable(&bindir.join(b)))
-            .then_some(Self { bindir })
-    }
-
-    pub fn bindir(&self) -> &Path {
-        &self.bindir
-    }
-
-    fn bin(&self, name: &str) -> PathBuf {
-        self.bindir.join(name)
-    }
-}
-
-fn is_executable(path: &Path) -> bool {
-    fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-}
-
-fn find_with(
-    path_var: Option<OsString>,
-    pg_config_bindir: impl FnOnce() -> Option<PathBuf>,
-    versioned_root: &Path,
-) -> Result<PgBinaries> {
-    for dir in std::env::split_paths(path_var.as_deref().unwrap_or_default()) {
-        let initdb = dir.join("initdb");
-        if !is_executable(&initdb) {
-            continue;
-        }
-        // /usr/local/bin/initdb may be a lone symlink into the real bindir.
-        let real = fs::canonicalize(&initdb).ok().and_then(|p| p.parent().map(Path::to_path_buf));
-        if let Some(found) = real.and_then(PgBinaries::in_dir).or_else(|| PgBinaries::in_dir(dir)) {
-            return Ok(found);
-        }
-    }
-    if let Some(found) = pg_config_bindir().and_then(PgBinaries::in_dir) {
-        return Ok(found);
-    }
-    let mut versions: Vec<(Vec<u32>, PathBuf)> = fs::read_dir(versioned_root)
-        .into_iter()
-        .flatten()
-        .flatten()
-        .filter_map(|e| {
-            let name = e.file_name().into_string().ok()?;
-            let version = name.split('.').map(|p| p.parse().ok()).collect::<Option<Vec<u32>>>()?;
-            Some((version, e.path().join("bin")))
-        })
-        .collect();
-    versions.sort();
-    if let Some(found) = versions.into_iter().rev().find_map(|(_, bin)| PgBinaries::in_dir(bin)) {
-        return Ok(found);
-    }
-    Err(EmbeddedPgError::BinariesNotFound {
-        searched: format!("PATH, `pg_config --bindir`, {}/*/bin", versioned_root.display()),
-    })
-}
-
-/// The unprivileged user the server runs as when we are root.
-#[derive(Debug, Clone)]
-struct RunAs {
-    name: String,
-    uid: Uid,
-    gid: Gid,
-    groups: Vec<Gid>,
-}
-
-fn server_user() -> Result<Option<RunAs>> {
-    if !geteuid().is_root() {
-        return Ok(None);
-    }
-    let name = SERVER_USER_WHEN_ROOT;
-    let user = User::from_name(name)
-        .map_err(|source| EmbeddedPgError::UserLookup {
-            user: name.into(),
-            source,
-        })?
-        .ok_or(EmbeddedPgError::NoServerUser)?;
-    let cname = CString::new(name).expect("user name has no NUL");
-    let groups = getgrouplist(&cname, user.gid).unwrap_or_else(|_| vec![user.gid]);
-    Ok(Some(RunAs {
-        name: user.name,
-        uid: user.uid,
-        gid: user.gid,
-        groups,
-    }))
-}
-
-/// Whether a user may search (x) a directory, from mode bits only (ACLs ignored).
-fn can_traverse(mode: u32, owner: u32, group: u32, uid: u32, groups: &[u32]) -> bool {
-    if uid == 0 {
-        true
-    } else if owner == uid {
-        mode & 0o100 != 0
-    } else if groups.contains(&group) {
-        mode & 0o010 != 0
-    } else {
-        mode & 0o001 != 0
-    }
-}
-
-fn check_traversable(target: &Path, run_as: Option<&RunAs>) -> Result<()> {
-    let Some(user) = run_as else { return Ok(()) };
-    let groups: Vec<u32> = user.groups.iter().map(|g| g.as_raw()).collect();
-    for dir in target.ancestors().skip(1) {
-        let meta = fs::metadata(dir).map_err(io_err("inspecting", dir))?;
-        if !can_traverse(meta.mode(), meta.uid(), meta.gid(), user.uid.as_raw(), &groups) {
-            return Err(EmbeddedPgError::NotTraversable {
-                user: user.name.clone(),
-                dir: dir.into(),
-                target: target.into(),
-            });
-        }
-    }
-    Ok(())
-}
-
-fn socket_path_len(dir: &Path, port: u16) -> usize {
-    dir.as_os_str().len() + format!("/.s.PGSQL.{port}").len()
-}
-
-/// Explicit dir (checked); else the data dir when the socket path fits; else
-/// a per-data-dir dir under /tmp, named by a hash so clusters never share one.
-fn choose_socket_dir(explicit: Option<&Path>, data_dir: &Path, port: u16, euid: u32) -> Result<PathBuf> {
-    let dir = match explicit {
-        Some(dir) => dir.to_path_buf(),
-        None if socket_path_len(data_dir, port) <= MAX_SOCKET_PATH => data_dir.to_path_buf(),
-        None => {
-            // FNV-1a: stable across runs and Rust versions, unlike DefaultHasher.
-            let hash = data_dir.as_os_str().as_bytes().iter().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
-                (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3)
-            });
-            PathBuf::from(format!("/tmp/sender-indexer-pg-{euid}-{hash:016x}"))
-        }
-    };
-    let len = socket_path_len(&dir, port);
-    if len > MAX_SOCKET_PATH {
-        return Err(EmbeddedPgError::SocketPathTooLong { dir, len });
-    }
-    Ok(dir)
-}
-
-/// Creates `dir` if missing, then gives it to the server user with `mode`.
-fn prepare_dir(dir: &Path, mode: u32, run_as: Option<&RunAs>) -> Result<()> {
-    fs::DirBuilder::new()
-        .recursive(true)
-        .mode(mode)
-        .create(dir)
-        .map_err(io_err("creating", dir))?;
-    if let Some(user) = run_as {
-        chown(dir, Some(user.uid), Some(user.gid))
-            .map_err(|e| io_err("changing owner of", dir)(e.into()))?;
-    }
-    fs::set_permissions(dir, fs::Permissions::from_mode(mode)).map_err(io_err("changing mode of", dir))
-}
-
-/// Parsed `postmaster.pid` (see PostgreSQL's `pidfile.h` for the line order).
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct PidFile {
-    pid: i32,
-    port: u16,
-    socket_dir: Option<PathBuf>,
-    listen: String,
-    status: String,
-}
-
-fn parse_pid_file(text: &str) -> Option<PidFile> {
-    let lines: Vec<&str> = text.lines().collect();
-    let line = |i: usize| lines.get(i).map(|l| l.trim()).unwrap_or("");
-    Some(PidFile {
-        pid: line(0).parse().ok()?,
-        port: line(3).parse().ok()?,
-        socket_dir: Some(line(4)).filter(|s| !s.is_empty()).map(PathBuf::from),
-        listen: line(5).to_string(),
-        status: line(7).to_string(),
-    })
-}
-
-fn read_pid_file(data_dir: &Path) -> Result<Option<PidFile>> {
-    let path = data_dir.join("postmaster.pid");
-    match fs::read_to_string(&path) {
-        Ok(text) => Ok(parse_pid_file(&text)),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(io_err("reading", &path)(e)),
-    }
-}
-
-fn pid_alive(pid: i32) -> bool {
-    pid > 0 && matches!(kill(Pid::from_raw(pid), None), Ok(()) | Err(Errno::EPERM))
 }
 
 /// How [`Cluster::stop_with`] shuts the server down (`pg_ctl stop -m`).
@@ -433,69 +207,114 @@ impl Cluster {
 
     pub fn start_with(bins: PgBinaries, opts: &ClusterOptions) -> Result<Self> {
         let run_as = server_user()?;
-        let data_dir = std::path::absolute(&opts.data_dir).map_err(io_err("resolving", &opts.data_dir))?;
-        let log_file = data_dir.join("server.log");
-        if let Some(running) = read_pid_file(&data_dir)?.filter(|p| pid_alive(p.pid)) {
-            let socket_dir = running
-                .socket_dir
-                .clone()
-                .ok_or_else(|| io_err("reusing server on", &data_dir)(io::Error::other("it has no unix socket")))?;
-            let cluster = Self { bins, run_as, data_dir, socket_dir, port: running.port, log_file, pid: running.pid, reused: true };
-            cluster.wait_ready(None, opts.start_timeout)?;
-            tracing::info!(target: "indexer::embedded_pg", data_dir = %cluster.data_dir.display(), pid = running.pid, "reusing running postgresql");
-            return Ok(cluster);
+        let data_dir =
+            std::path::absolute(&opts.data_dir).map_err(io_err("resolving", &opts.data_dir))?;
+        let mut cluster = Self {
+            bins,
+            run_as,
+            log_file: data_dir.join("server.log"),
+            socket_dir: data_dir.clone(),
+            data_dir,
+            port: opts.tcp_port.unwrap_or(DEFAULT_PORT),
+            pid: 0,
+            reused: true,
+        };
+        if let Some(running) = read_pid_file(&cluster.data_dir)?.filter(|p| pid_alive(p.pid)) {
+            cluster.pid = running.pid;
+            cluster.port = running.port;
+            cluster.socket_dir = running.socket_dir.ok_or_else(|| {
+                let no_socket = io::Error::other("it has no unix socket");
+                io_err("reusing the server on", &cluster.data_dir)(no_socket)
+            })?;
+            match cluster.wait_ready(None, opts.start_timeout) {
+                Ok(()) => {
+                    tracing::info!(target: "indexer::embedded_pg", data_dir = %cluster.data_dir.display(), pid = cluster.pid, "reusing running postgresql");
+                    return Ok(cluster);
+                }
+                // It died meanwhile: start our own below.
+                Err(EmbeddedPgError::ServerExited { .. }) => {}
+                Err(e) => return Err(e),
+            }
         }
-
-        prepare_dir(&data_dir, 0o700, run_as.as_ref())?;
-        check_traversable(&data_dir, run_as.as_ref())?;
+        cluster.reused = false;
+        cluster.port = opts.tcp_port.unwrap_or(DEFAULT_PORT);
+        let run_as = cluster.run_as.as_ref();
+        let data_dir = &cluster.data_dir;
+        prepare_dir(data_dir, 0o700, run_as)?;
         if !data_dir.join("PG_VERSION").exists() {
-            let mut cmd = command(&bins.bin("initdb"), run_as.as_ref());
-            cmd.arg("-D").arg(&data_dir).arg("--auth=trust").arg(format!("--username={SUPERUSER}"));
-            cmd.args(["--encoding=UTF8", "--locale=C"]);
+            let mut cmd = command(&cluster.bins.bin("initdb"), run_as);
+            cmd.arg("-D")
+                .arg(data_dir)
+                .arg(format!("--username={SUPERUSER}"));
+            cmd.args(["--auth=trust", "--encoding=UTF8", "--locale=C"]);
             if opts.no_sync {
                 cmd.arg("--no-sync");
             }
             run(cmd, format!("initdb {}", data_dir.display()))?;
         }
-
-        let port = opts.tcp_port.unwrap_or(DEFAULT_PORT);
-        let socket_dir = choose_socket_dir(opts.socket_dir.as_deref(), &data_dir, port, geteuid().as_raw())?;
-        if socket_dir != data_dir {
-            prepare_socket_dir(&socket_dir, run_as.as_ref())?;
-            check_traversable(&socket_dir, run_as.as_ref())?;
+        let euid = geteuid().as_raw();
+        cluster.socket_dir =
+            choose_socket_dir(opts.socket_dir.as_deref(), data_dir, cluster.port, euid)?;
+        if cluster.socket_dir != cluster.data_dir {
+            prepare_socket_dir(&cluster.socket_dir, run_as)?;
         }
 
-        let log = File::options().create(true).append(true).open(&log_file).map_err(io_err("opening", &log_file))?;
-        let log2 = log.try_clone().map_err(io_err("opening", &log_file))?;
-        let mut cmd = command(&bins.bin("postgres"), run_as.as_ref());
-        cmd.arg("-D").arg(&data_dir);
-        let listen = if opts.tcp_port.is_some() { "127.0.0.1" } else { "" };
+        let (pid, exited) = spawn_reaped(cluster.server_command(opts)?)
+            .map_err(io_err("starting", &cluster.bins.bin("postgres")))?;
+        cluster.pid = pid;
+        cluster.wait_ready(Some(&exited), opts.start_timeout)?;
+        tracing::info!(target: "indexer::embedded_pg", data_dir = %cluster.data_dir.display(), pid, "started postgresql");
+        Ok(cluster)
+    }
+
+    fn server_command(&self, opts: &ClusterOptions) -> Result<Command> {
+        let log_err = io_err("opening", &self.log_file);
+        let log = File::options()
+            .create(true)
+            .append(true)
+            .open(&self.log_file);
+        let log = log.map_err(log_err)?;
+        let log2 = log.try_clone().map_err(io_err("opening", &self.log_file))?;
+        let listen = if opts.tcp_port.is_some() {
+            "127.0.0.1"
+        } else {
+            ""
+        };
+        let sockets = self.socket_dir.display().to_string().replace('"', "\"\"");
         let mut settings = vec![
-            format!("port={port}"),
+            format!("port={}", self.port),
             format!("listen_addresses={listen}"),
-            format!("unix_socket_directories=\"{}\"", socket_dir.display().to_string().replace('"', "\"\"")),
+            format!("unix_socket_directories=\"{sockets}\""),
         ];
         if opts.no_sync {
-            settings.extend(["fsync=off", "synchronous_commit=off", "full_page_writes=off"].map(String::from));
+            let unsafe_fast = [
+                "fsync=off",
+                "synchronous_commit=off",
+                "full_page_writes=off",
+            ];
+            settings.extend(unsafe_fast.map(String::from));
         }
+        let mut cmd = command(&self.bins.bin("postgres"), self.run_as.as_ref());
+        cmd.arg("-D").arg(&self.data_dir);
         for s in settings {
             cmd.arg("-c").arg(s);
         }
         // Own process group: a terminal's Ctrl-C must reach the app, which
         // then shuts down gracefully while the database is still up.
-        cmd.stdin(Stdio::null()).stdout(log).stderr(log2).process_group(0);
+        cmd.stdin(Stdio::null())
+            .stdout(log)
+            .stderr(log2)
+            .process_group(0);
         if opts.die_with_parent {
             // Set after std's setuid (which clears the setting); runs in the
             // forked child, where only async-signal-safe calls are allowed.
             unsafe {
-                cmd.pre_exec(|| nix::sys::prctl::set_pdeathsig(Signal::SIGINT).map_err(io::Error::from));
+                cmd.pre_exec(|| {
+                    nix::sys::prctl::set_pdeathsig(Signal::SIGINT).map_err(io::Error::from)
+                });
             }
         }
-        let (pid, exited) = spawn_reaped(cmd).map_err(io_err("starting", &bins.bin("postgres")))?;
-        let cluster = Self { bins, run_as, data_dir, socket_dir, port, log_file, pid, reused: false };
-        cluster.wait_ready(Some(&exited), opts.start_timeout)?;
-        tracing::info!(target: "indexer::embedded_pg", data_dir = %cluster.data_dir.display(), pid, "started postgresql");
-        Ok(cluster)
+        Ok(cmd)
     }
 
     /// Polls until `postmaster.pid` says "ready" and the socket accepts a
@@ -505,7 +324,8 @@ impl Cluster {
         let deadline = Instant::now() + timeout;
         loop {
             let status = exited.and_then(|slot| slot.lock().expect("exit slot poisoned").clone());
-            let status = status.or_else(|| (!pid_alive(self.pid)).then(|| "no longer running".to_string()));
+            let status =
+                status.or_else(|| (!pid_alive(self.pid)).then(|| "no longer running".to_string()));
             if let Some(status) = status {
                 return Err(EmbeddedPgError::ServerExited {
                     data_dir: self.data_dir.clone(),
@@ -514,7 +334,10 @@ impl Cluster {
                     tail: log_tail(&self.log_file),
                 });
             }
-            let ready = read_pid_file(&self.data_dir).ok().flatten().is_some_and(|p| p.status == "ready");
+            let ready = read_pid_file(&self.data_dir)
+                .ok()
+                .flatten()
+                .is_some_and(|p| p.status == "ready");
             if ready && UnixStream::connect(&socket).is_ok() {
                 return Ok(());
             }
@@ -565,8 +388,8 @@ impl Cluster {
             .ssl_mode(PgSslMode::Disable)
     }
 
-    /// `postgres://sender_indexer@/DB?host=/socket/dir&port=N&sslmode=disable`,
-    /// accepted by sqlx and libpq (psql) alike.
+    /// `postgres://sender_indexer@%2Fsocket%2Fdir:PORT/DB?sslmode=disable`:
+    /// the socket dir percent-encoded as host, accepted by sqlx and psql.
     pub fn url(&self, database: &str) -> String {
         socket_url(&self.socket_dir, self.port, database)
     }
@@ -579,12 +402,15 @@ impl Cluster {
             socket_dir: self.socket_dir.clone(),
             source,
         };
-        let mut conn = PgConnection::connect_with(&self.connect_options("postgres")).await.map_err(sql_err)?;
-        let exists: bool = sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)")
-            .bind(name)
-            .fetch_one(&mut conn)
+        let mut conn = PgConnection::connect_with(&self.connect_options("postgres"))
             .await
             .map_err(sql_err)?;
+        let exists: bool =
+            sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)")
+                .bind(name)
+                .fetch_one(&mut conn)
+                .await
+                .map_err(sql_err)?;
         let created = if exists {
             false
         } else {
@@ -592,7 +418,11 @@ impl Cluster {
             match sqlx::query(AssertSqlSafe(sql)).execute(&mut conn).await {
                 Ok(_) => true,
                 // duplicate_database, or pg_database's unique index when racing
-                Err(sqlx::Error::Database(e)) if matches!(e.code().as_deref(), Some("42P04" | "23505")) => false,
+                Err(sqlx::Error::Database(e))
+                    if matches!(e.code().as_deref(), Some("42P04" | "23505")) =>
+                {
+                    false
+                }
                 Err(e) => return Err(sql_err(e)),
             }
         };
@@ -614,17 +444,26 @@ impl Cluster {
             StopMode::Immediate => "immediate",
         };
         let mut cmd = command(&self.bins.bin("pg_ctl"), self.run_as.as_ref());
-        cmd.arg("stop").arg("-D").arg(&self.data_dir).args(["-m", mode, "-w", "-t", "60"]);
+        cmd.arg("stop")
+            .arg("-D")
+            .arg(&self.data_dir)
+            .args(["-m", mode, "-w", "-t", "60"]);
         run(cmd, format!("pg_ctl stop {}", self.data_dir.display()))
     }
 }
 
 fn socket_url(socket_dir: &Path, port: u16, database: &str) -> String {
-    let enc = |s: &[u8]| url::form_urlencoded::byte_serialize(s).collect::<String>();
-    let db: String = url::form_urlencoded::byte_serialize(database.as_bytes()).collect::<String>().replace('+', "%20");
+    // The url crate rejects an empty host (`postgres://u@/db?host=...`), so
+    // the socket dir goes percent-encoded in the host, as sqlx itself does.
+    let enc = |s: &[u8]| {
+        url::form_urlencoded::byte_serialize(s)
+            .collect::<String>()
+            .replace('+', "%20")
+    };
+    let host = enc(socket_dir.as_os_str().as_bytes());
     format!(
-        "postgres://{SUPERUSER}@/{db}?host={}&port={port}&sslmode=disable",
-        enc(socket_dir.as_os_str().as_bytes())
+        "postgres://{SUPERUSER}@{host}:{port}/{}?sslmode=disable",
+        enc(database.as_bytes())
     )
 }
 
@@ -650,20 +489,11 @@ fn run(mut cmd: Command, what: String) -> Result<()> {
     if output.is_empty() {
         output = String::from_utf8_lossy(&out.stdout).trim().to_string();
     }
-    Err(EmbeddedPgError::CommandFailed { what, status: out.status, output })
-}
-
-fn prepare_socket_dir(dir: &Path, run_as: Option<&RunAs>) -> Result<()> {
-    let uid = run_as.map_or_else(geteuid, |u| u.uid).as_raw();
-    match fs::symlink_metadata(dir) {
-        // A predictable /tmp name: only trust it if nobody else made it.
-        Ok(meta) if !meta.is_dir() || meta.uid() != uid => {
-            Err(EmbeddedPgError::SocketDirNotOwned { dir: dir.into(), uid })
-        }
-        Ok(_) => Ok(()),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => prepare_dir(dir, 0o700, run_as),
-        Err(e) => Err(io_err("inspecting", dir)(e)),
-    }
+    Err(EmbeddedPgError::CommandFailed {
+        what,
+        status: out.status,
+        output,
+    })
 }
 
 /// Spawns from a dedicated thread that then waits on the child: it reaps the
@@ -673,15 +503,21 @@ fn spawn_reaped(mut cmd: Command) -> io::Result<(i32, ExitSlot)> {
     let slot: ExitSlot = Arc::new(Mutex::new(None));
     let (tx, rx) = std::sync::mpsc::channel();
     let reaper_slot = slot.clone();
-    std::thread::Builder::new().name("embedded-pg-reaper".into()).spawn(move || match cmd.spawn() {
-        Err(e) => drop(tx.send(Err(e))),
-        Ok(mut child) => {
-            let _ = tx.send(Ok(child.id() as i32));
-            let status = child.wait().map_or_else(|e| e.to_string(), |s| s.to_string());
-            *reaper_slot.lock().expect("exit slot poisoned") = Some(status);
-        }
-    })?;
-    let pid = rx.recv().map_err(|_| io::Error::other("reaper thread died"))??;
+    std::thread::Builder::new()
+        .name("embedded-pg-reaper".into())
+        .spawn(move || match cmd.spawn() {
+            Err(e) => drop(tx.send(Err(e))),
+            Ok(mut child) => {
+                let _ = tx.send(Ok(child.id() as i32));
+                let status = child
+                    .wait()
+                    .map_or_else(|e| e.to_string(), |s| s.to_string());
+                *reaper_slot.lock().expect("exit slot poisoned") = Some(status);
+            }
+        })?;
+    let pid = rx
+        .recv()
+        .map_err(|_| io::Error::other("reaper thread died"))??;
     Ok((pid, slot))
 }
 
@@ -734,5 +570,20 @@ impl Drop for ClusterDropGuard {
     }
 }
 
-#[allow(dead_code)]
-fn _assert_os_str(_: &OsStr) {}
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn socket_url_round_trips_through_sqlx() {
+        let url = socket_url(Path::new("/tmp/a b/s"), 6543, "it db");
+        let opts: PgConnectOptions = url.parse().unwrap();
+        assert_eq!(
+            opts.get_socket().map(PathBuf::as_path),
+            Some(Path::new("/tmp/a b/s"))
+        );
+        assert_eq!(opts.get_port(), 6543);
+        assert_eq!(opts.get_username(), SUPERUSER);
+        assert_eq!(opts.get_database(), Some("it db"));
+    }
+}
