@@ -1,0 +1,8 @@
+//! The one integration-test binary: one `mod` per area; shared harnesses
+//! (throwaway PostgreSQL, anvil) live in `support`.
+
+mod anvil_smoke;
+mod cli_recover;
+mod recover;
+mod rpc;
+mod support;

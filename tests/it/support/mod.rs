@@ -1,0 +1,6 @@
+//! Harnesses shared by the integration tests.
+
+pub mod anvil;
+pub mod fixtures;
+pub mod pg;
+pub mod rpc_server;

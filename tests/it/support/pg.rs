@@ -1,0 +1,210 @@
+//! PostgreSQL for tests: ONE throwaway cluster per test binary (started
+//! lazily, fsync off) and a fresh, uniquely named database per test.
+//!
+//! Usage: `let (pool, url) = support::pg::fresh_db().await;` Migrations are
+//! the caller's business.
+//!
+//! Cleanup, since a guard in a static is never dropped:
+//! * normal exit (tests passed or failed): a libc `atexit` hook runs
+//!   `pg_ctl stop -m immediate` and removes the cluster's directory;
+//! * killed (SIGKILL, Ctrl-C, abort): the postmaster was started with
+//!   `die_with_parent`, so the kernel sends it SIGINT when we die
+//!   (PR_SET_PDEATHSIG); the directory left behind is removed by the next
+//!   run, which sweeps `/tmp/sender-indexer-it-<pid>-*` whose pid is gone.
+//!
+//! It must not touch any cluster but its own, nor share a database between
+//! tests. Under cargo-nextest (a process per test) each test gets its own
+//! cluster: correct, only slower.
+
+#![allow(dead_code)] // shared helpers: not every test module uses each one
+
+use std::fs;
+use std::os::unix::fs::PermissionsExt;
+use std::path::PathBuf;
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use nix::errno::Errno;
+use nix::sys::signal::kill;
+use nix::unistd::Pid;
+use sender_indexer::embedded_pg::{Cluster, ClusterDropGuard, ClusterOptions, StopMode};
+use sqlx::PgPool;
+use sqlx::postgres::PgPoolOptions;
+
+/// Directory name prefix under /tmp; the pid after it lets a later run
+/// tell a dead run's leftovers from a live one's.
+const DIR_PREFIX: &str = "sender-indexer-it-";
+/// PostgreSQL identifiers are cut at 63 bytes.
+const MAX_DB_NAME: usize = 63;
+
+struct Harness {
+    cluster: Cluster,
+    root: PathBuf,
+}
+
+static HARNESS: OnceLock<Harness> = OnceLock::new();
+
+/// The binary's cluster, started on first use (blocks for initdb, ~1-3s).
+pub fn cluster() -> &'static Cluster {
+    &HARNESS
+        .get_or_init(|| start().unwrap_or_else(|e| panic!("starting the test cluster: {e:#}")))
+        .cluster
+}
+
+fn start() -> anyhow::Result<Harness> {
+    sweep_dead_runs();
+    // Under /tmp, not $TMPDIR: short enough for the socket path, and
+    // reachable by the `postgres` user that runs the server when we are root.
+    let root = tempfile::Builder::new()
+        .prefix(&format!("{DIR_PREFIX}{}-", std::process::id()))
+        .tempdir_in("/tmp")?
+        .keep();
+    // tempdirs are 0700; the server user only needs to traverse this one.
+    fs::set_permissions(&root, fs::Permissions::from_mode(0o711))?;
+    let mut opts = ClusterOptions::new(root.join("data"));
+    opts.no_sync = true;
+    opts.die_with_parent = true;
+    let cluster = match Cluster::start(&opts) {
+        Ok(c) => c,
+        Err(e) => {
+            let _ = fs::remove_dir_all(&root);
+            return Err(e.into());
+        }
+    };
+    // SAFETY: registers a plain `extern "C" fn` that never unwinds.
+    if unsafe { nix::libc::atexit(stop_at_exit) } != 0 {
+        eprintln!(
+            "warning: atexit failed; the test cluster in {} outlives this run",
+            root.display()
+        );
+    }
+    Ok(Harness { cluster, root })
+}
+
+extern "C" fn stop_at_exit() {
+    if let Some(h) = HARNESS.get() {
+        if let Err(e) = h.cluster.stop_with(StopMode::Immediate) {
+            eprintln!("warning: stopping the test cluster: {e}");
+        }
+        let _ = fs::remove_dir_all(&h.root);
+    }
+}
+
+/// Removes directories of earlier runs whose process no longer exists.
+fn sweep_dead_runs() {
+    let Ok(entries) = fs::read_dir("/tmp") else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let pid = name
+            .to_str()
+            .and_then(|n| n.strip_prefix(DIR_PREFIX))
+            .and_then(|rest| rest.split('-').next())
+            .and_then(|pid| pid.parse::<i32>().ok());
+        if let Some(pid) = pid {
+            if kill(Pid::from_raw(pid), None) == Err(Errno::ESRCH) {
+                let _ = fs::remove_dir_all(entry.path());
+            }
+        }
+    }
+}
+
+/// A new, empty database on the binary's cluster: a pool on it and its URL
+/// (`postgres://sender_indexer@%2Ftmp%2F...:5432/NAME?sslmode=disable`).
+/// The name holds a counter and the test's name, for reading server logs.
+pub async fn fresh_db() -> (PgPool, String) {
+    static COUNTER: AtomicU32 = AtomicU32::new(0);
+    let cluster = cluster();
+    let test = std::thread::current().name().unwrap_or("test").to_string();
+    let mut name = format!("it{}_{}", COUNTER.fetch_add(1, Ordering::Relaxed), test);
+    name = name
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() {
+                c.to_ascii_lowercase()
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    name.truncate(MAX_DB_NAME);
+    let created = cluster
+        .create_database_if_missing(&name)
+        .await
+        .unwrap_or_else(|e| panic!("creating test database {name}: {e:#}"));
+    assert!(created, "test database {name} already existed");
+    let pool = PgPoolOptions::new()
+        .connect_with(cluster.connect_options(&name))
+        .await
+        .unwrap_or_else(|e| panic!("connecting to test database {name}: {e:#}"));
+    (pool, cluster.url(&name))
+}
+
+#[tokio::test]
+async fn fresh_dbs_are_separate_and_queryable() {
+    let (a, url_a) = fresh_db().await;
+    let (b, url_b) = fresh_db().await;
+    assert_ne!(url_a, url_b);
+    sqlx::query("CREATE TABLE t (x int)")
+        .execute(&a)
+        .await
+        .unwrap();
+    let in_a: i64 = sqlx::query_scalar("SELECT count(*) FROM pg_tables WHERE tablename = 't'")
+        .fetch_one(&a)
+        .await
+        .unwrap();
+    let in_b: i64 = sqlx::query_scalar("SELECT count(*) FROM pg_tables WHERE tablename = 't'")
+        .fetch_one(&b)
+        .await
+        .unwrap();
+    assert_eq!((in_a, in_b), (1, 0));
+    // The URL form is what other code gets: it must connect too.
+    let via_url = PgPool::connect(&url_b).await.unwrap();
+    let db: String = sqlx::query_scalar("SELECT current_database()")
+        .fetch_one(&via_url)
+        .await
+        .unwrap();
+    assert!(url_b.contains(&db), "{url_b} vs {db}");
+    let settings: (String, String) =
+        sqlx::query_as("SELECT current_setting('listen_addresses'), current_setting('fsync')")
+            .fetch_one(&a)
+            .await
+            .unwrap();
+    assert_eq!(
+        settings,
+        (String::new(), "off".to_string()),
+        "unix socket only, fsync off"
+    );
+}
+
+#[tokio::test]
+async fn drop_guard_stops_and_removes_its_cluster() {
+    let root = tempfile::Builder::new()
+        .prefix("sender-indexer-guard-")
+        .tempdir_in("/tmp")
+        .unwrap()
+        .keep();
+    fs::set_permissions(&root, fs::Permissions::from_mode(0o711)).unwrap();
+    let mut opts = ClusterOptions::new(root.join("data"));
+    opts.no_sync = true;
+    opts.die_with_parent = true;
+    let cluster = tokio::task::spawn_blocking(move || Cluster::start(&opts))
+        .await
+        .unwrap()
+        .unwrap();
+    let guard = ClusterDropGuard::new(cluster, &root);
+    assert!(guard.create_database_if_missing("x").await.unwrap());
+    assert!(
+        !guard.create_database_if_missing("x").await.unwrap(),
+        "second call finds it"
+    );
+    let pid = guard.pid();
+    drop(guard);
+    assert!(!root.exists(), "{} left behind", root.display());
+    assert_eq!(
+        kill(Pid::from_raw(pid), None),
+        Err(Errno::ESRCH),
+        "postmaster {pid} still running"
+    );
+}
