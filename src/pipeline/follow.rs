@@ -39,6 +39,7 @@ pub async fn backfill(ctx: &Ctx, from: u64, to: u64) -> anyhow::Result<ConvergeE
     };
     ctx.progress.lock().await.set_total(to + 1 - next);
     ctx.metrics.set_head(to);
+    let mut strikes = Strikes::default();
     loop {
         if next > to {
             return Ok(ConvergeEnd::Complete);
@@ -46,7 +47,11 @@ pub async fn backfill(ctx: &Ctx, from: u64, to: u64) -> anyhow::Result<ConvergeE
         match index_range(ctx, next, to).await? {
             Step::Done => return Ok(ConvergeEnd::Complete),
             Step::Shutdown => return Ok(ConvergeEnd::Shutdown),
-            Step::Reorg { at } => next = reorg(ctx, at).await?.map_or(from, |a| (a + 1).max(from)),
+            Step::Reorg { at } => {
+                next = reorg(ctx, at, &mut strikes)
+                    .await?
+                    .map_or(from, |a| (a + 1).max(from))
+            }
         }
     }
 }
@@ -67,6 +72,7 @@ pub async fn follow(ctx: &Ctx, from: Option<u64>, sync: bool) -> anyhow::Result<
     tracing::info!(target: "indexer::follow", from = next, confirmations = f.confirmations, "following the head");
     let mut heads = subscribe(ctx).await;
     let mut shutdown = ctx.shutdown.clone();
+    let mut strikes = Strikes::default();
     loop {
         if shutdown.requested() {
             return Ok(ConvergeEnd::Shutdown);
@@ -78,7 +84,9 @@ pub async fn follow(ctx: &Ctx, from: Option<u64>, sync: bool) -> anyhow::Result<
             match index_range(ctx, next, target).await? {
                 Step::Done => next = target + 1,
                 Step::Shutdown => return Ok(ConvergeEnd::Shutdown),
-                Step::Reorg { at } => next = reorg(ctx, at).await?.map_or(start, |a| a + 1),
+                Step::Reorg { at } => {
+                    next = reorg(ctx, at, &mut strikes).await?.map_or(start, |a| a + 1)
+                }
             }
             continue;
         }
@@ -94,7 +102,9 @@ pub async fn follow(ctx: &Ctx, from: Option<u64>, sync: bool) -> anyhow::Result<
             };
             if let (Some(stored), Some(node)) = (stored, ctx.rpc.header(probe).await?) {
                 if node.hash != stored {
-                    next = reorg(ctx, probe + 1).await?.map_or(start, |a| a + 1);
+                    next = reorg(ctx, probe + 1, &mut strikes)
+                        .await?
+                        .map_or(start, |a| a + 1);
                     continue;
                 }
                 if head < tip {
@@ -143,12 +153,50 @@ async fn next_head(heads: &mut Heads) -> Option<u64> {
     }
 }
 
+/// Mismatches that needed no rollback (the blocks in flight did not chain)
+/// at the same block, in a row. A node's chain can change between two
+/// requests, so that is retried; a node that keeps serving blocks that do
+/// not chain is an error, not something to spin on.
+#[derive(Default)]
+struct Strikes {
+    at: u64,
+    count: u32,
+}
+
+/// Consecutive no-rollback mismatches at one block before giving up.
+const MAX_STRIKES: u32 = 5;
+
+impl Strikes {
+    async fn hit(&mut self, ctx: &Ctx, at: u64) -> anyhow::Result<()> {
+        if self.at == at {
+            self.count += 1;
+        } else {
+            *self = Strikes { at, count: 1 };
+        }
+        if self.count >= MAX_STRIKES {
+            bail!(
+                "block {at}: its parent hash does not match block {} from the same node, {MAX_STRIKES} times in a row; the node serves blocks that do not form a chain\n\nhint: check the RPC endpoint (a load balancer mixing nodes of different chains?)",
+                at.saturating_sub(1)
+            );
+        }
+        tokio::time::sleep(
+            ctx.settings
+                .follow
+                .poll_interval()
+                .min(Duration::from_secs(1)),
+        )
+        .await;
+        Ok(())
+    }
+}
+
 /// Handles a chain mismatch at block `at`: walks back from the stored tip
 /// below `at` to the last block whose stored hash the node still has, and
 /// rolls back everything above it. Returns that common ancestor (`None`
 /// when nothing is stored to compare with).
-async fn reorg(ctx: &Ctx, at: u64) -> anyhow::Result<Option<u64>> {
+async fn reorg(ctx: &Ctx, at: u64, strikes: &mut Strikes) -> anyhow::Result<Option<u64>> {
     let Some((checkpoint, _)) = ctx.store.checkpoint().await? else {
+        strikes.hit(ctx, at).await?;
         return Ok(None);
     };
     let max = ctx.settings.follow.max_reorg_depth;
@@ -175,6 +223,7 @@ async fn reorg(ctx: &Ctx, at: u64) -> anyhow::Result<Option<u64>> {
     };
     if ancestor >= checkpoint {
         // Only the blocks in flight changed: nothing stored to undo.
+        strikes.hit(ctx, at).await?;
         return Ok(Some(ancestor));
     }
     let old_tip = ctx.store.block_hash(checkpoint).await?;

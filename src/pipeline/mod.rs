@@ -125,7 +125,7 @@ pub async fn run_command(command: Command, settings: Settings) -> anyhow::Result
         }
         _ => {}
     }
-    let _lock = database.store.lock_writer().await?;
+    let lock = database.store.lock_writer().await?;
     let (trigger, shutdown) = crate::shutdown::channel();
     crate::shutdown::listen_for_signals(trigger);
     let metrics = Metrics::new();
@@ -172,6 +172,7 @@ pub async fn run_command(command: Command, settings: Settings) -> anyhow::Result
         Command::Recover | Command::Sql { .. } | Command::Status => unreachable!("handled above"),
     };
     ctx.progress.lock().await.finish();
+    lock.release().await?;
     let summary = crate::progress::summary(&ctx.metrics, what);
     match end {
         ConvergeEnd::Complete => tracing::info!(target: "indexer", "{summary}"),

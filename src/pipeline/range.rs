@@ -243,7 +243,8 @@ async fn write(
                 return Ok(Step::Reorg { at: number });
             }
             Err(e) => {
-                return Err(e).with_context(|| format!("blocks {first_n}..={last_n}: cannot write"));
+                return Err(e)
+                    .with_context(|| format!("blocks {first_n}..={last_n}: cannot write"));
             }
         }
     }

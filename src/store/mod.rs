@@ -66,8 +66,23 @@ pub struct WriteOutcome {
 
 /// Holds the writer lock for as long as it lives.
 pub struct WriterLock {
-    _conn: PgConnection,
+    conn: PgConnection,
 }
+
+impl WriterLock {
+    /// Releases the lock now rather than when the server notices we left.
+    pub async fn release(mut self) -> Result<()> {
+        sqlx::query("SELECT pg_advisory_unlock($1)")
+            .bind(WRITER_LOCK_KEY)
+            .execute(&mut self.conn)
+            .await?;
+        self.conn.close().await?;
+        Ok(())
+    }
+}
+
+/// How long [`Store::lock_writer`] waits for a busy lock.
+const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 
 #[derive(Clone)]
 pub struct Store {
@@ -91,16 +106,25 @@ impl Store {
 
     /// Takes the database's writer lock on a dedicated connection, so two
     /// indexers never interleave writes and checkpoints.
+    ///
+    /// A process that just exited may hold the lock until the server notices
+    /// its disconnect, so a busy lock is retried for a few seconds.
     pub async fn lock_writer(&self) -> Result<WriterLock> {
         let mut conn = PgConnection::connect_with(&self.pool.connect_options()).await?;
-        let locked: bool = sqlx::query_scalar("SELECT pg_try_advisory_lock($1)")
-            .bind(WRITER_LOCK_KEY)
-            .fetch_one(&mut conn)
-            .await?;
-        if !locked {
-            return Err(StoreError::Locked);
+        let deadline = std::time::Instant::now() + LOCK_WAIT;
+        loop {
+            let locked: bool = sqlx::query_scalar("SELECT pg_try_advisory_lock($1)")
+                .bind(WRITER_LOCK_KEY)
+                .fetch_one(&mut conn)
+                .await?;
+            if locked {
+                return Ok(WriterLock { conn });
+            }
+            if std::time::Instant::now() >= deadline {
+                return Err(StoreError::Locked);
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
         }
-        Ok(WriterLock { _conn: conn })
     }
 
     /// The last block the pipeline committed.

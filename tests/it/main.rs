@@ -2,6 +2,7 @@
 //! (throwaway PostgreSQL, anvil) live in `support`.
 
 mod anvil_smoke;
+mod backfill_fixtures;
 mod cli_recover;
 mod recover;
 mod rpc;

@@ -2,5 +2,6 @@
 
 pub mod anvil;
 pub mod fixtures;
+pub mod indexer;
 pub mod pg;
 pub mod rpc_server;
