@@ -315,9 +315,12 @@ fn to_b256(v: Vec<u8>) -> B256 {
     out
 }
 
+/// COPY data for blocks, transactions, and authorizations (if any).
+type CopyStreams = (Vec<u8>, Vec<u8>, Option<Vec<u8>>);
+
 /// The three COPY streams for `blocks`: blocks, transactions, and
 /// authorizations (None when there are none).
-fn encode(blocks: &[&RecoveredBlock]) -> Result<(Vec<u8>, Vec<u8>, Option<Vec<u8>>)> {
+fn encode(blocks: &[&RecoveredBlock]) -> Result<CopyStreams> {
     let mut b = CopyBuf::new(5);
     let mut t = CopyBuf::new(11);
     let mut a = CopyBuf::new(8);

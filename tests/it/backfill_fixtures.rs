@@ -155,6 +155,9 @@ async fn every_real_block_is_stored_with_verified_senders() {
     assert!(total_txs > 2000, "{total_txs} transactions checked");
 }
 
+/// (block_number, tx_index, hash, sender)
+type TxRow = (i64, i32, Vec<u8>, Option<Vec<u8>>);
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rerun_changes_nothing_and_resumes_after_the_checkpoint() {
     let blocks: Vec<Value> = fixtures::blocks()
@@ -166,7 +169,7 @@ async fn rerun_changes_nothing_and_resumes_after_the_checkpoint() {
     let (pool, url) = pg::fresh_db().await;
     let server = RpcServer::start(blocks).await.unwrap();
     let snapshot = || async {
-        let rows: Vec<(i64, i32, Vec<u8>, Option<Vec<u8>>)> = sqlx::query_as(
+        let rows: Vec<TxRow> = sqlx::query_as(
             "SELECT block_number, tx_index, hash, sender FROM transactions ORDER BY 1, 2",
         )
         .fetch_all(&pool)

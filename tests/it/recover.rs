@@ -346,11 +346,14 @@ fn high_s_signatures_recover_as_before_homestead() {
     assert_all_recover(&[twin]);
 }
 
+/// Whether an error is the one a case expects.
+type Expect = fn(&RecoverError) -> bool;
+
 #[test]
 fn unrecoverable_signatures_give_typed_errors() {
     let base = find(|t| type_of(t) == 2).remove(0);
     let n = "0xfffffffffffffffffffffffffffffffebaaedce6af48a03bbfd25e8cd0364141";
-    let cases: Vec<(&str, Value, fn(&RecoverError) -> bool)> = vec![
+    let cases: Vec<(&str, Value, Expect)> = vec![
         ("r zero", json!({"r": "0x0"}), |e| {
             *e == RecoverError::Zero("r")
         }),
