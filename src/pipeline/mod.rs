@@ -82,9 +82,6 @@ pub async fn open_database(settings: &Settings) -> anyhow::Result<Database> {
     let cluster = tokio::task::spawn_blocking(move || Cluster::start(&opts))
         .await?
         .with_context(|| format!("embedded database in {}", data_dir.display()))?;
-    if !cluster.reused() {
-        tracing::info!(target: "indexer::store", data_dir = %cluster.data_dir().display(), "started embedded PostgreSQL");
-    }
     cluster.create_database_if_missing(EMBEDDED_DB).await?;
     let store = Store::connect(cluster.connect_options(EMBEDDED_DB), db.max_connections).await?;
     Ok(Database {

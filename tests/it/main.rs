@@ -7,3 +7,4 @@ mod cli_recover;
 mod recover;
 mod rpc;
 mod support;
+mod embedded;

@@ -1,0 +1,66 @@
+//! The embedded default database: with no DATABASE_URL the binary manages
+//! its own PostgreSQL cluster in --data-dir (as the `postgres` user when run
+//! as root), and `sql` / `status` read it.
+
+use crate::support::{fixtures, indexer, rpc_server::RpcServer};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn backfill_then_query_with_no_database_configured() {
+    let blocks: Vec<_> = fixtures::blocks()
+        .into_iter()
+        .filter(|(name, _)| name.starts_with("mainnet-2447600"))
+        .map(|(_, b)| b)
+        .collect();
+    let server = RpcServer::start(blocks).await.unwrap();
+    // Under /tmp: every parent must be reachable by the `postgres` user.
+    let dir = tempfile::Builder::new()
+        .prefix("si-embedded-")
+        .tempdir_in("/tmp")
+        .unwrap();
+    std::fs::set_permissions(
+        dir.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    let data_dir = dir.path().join("pg");
+    let data_dir = data_dir.to_str().unwrap();
+    let run = |args: &[&str]| {
+        let mut all = vec!["--data-dir", data_dir];
+        all.extend_from_slice(args);
+        indexer::run_ok(&server.url(), "", &all)
+    };
+    run(&["backfill", "--from", "24476000", "--to", "24476004"]);
+    let out = run(&[
+        "sql",
+        "SELECT count(*) AS blocks, count(DISTINCT number) AS distinct_blocks FROM blocks",
+    ]);
+    let table = String::from_utf8(out.stdout).unwrap();
+    assert!(table.contains("blocks | distinct_blocks"), "{table}");
+    assert!(table.lines().any(|l| l.trim() == "5      | 5"), "{table}");
+    let out = run(&[
+        "sql",
+        "SELECT count(*) FROM transactions WHERE sender IS NULL OR from_matches IS NOT TRUE",
+    ]);
+    assert!(
+        String::from_utf8(out.stdout)
+            .unwrap()
+            .lines()
+            .any(|l| l.trim() == "0")
+    );
+    let out = run(&["status"]);
+    let status = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        status.contains("blocks indexed: 24476000..=24476004 (5 blocks)"),
+        "{status}"
+    );
+    assert!(status.contains("checkpoint:     24476004"), "{status}");
+    // A non-row statement reports what it touched.
+    let out = run(&["sql", "DELETE FROM reorgs"]);
+    assert!(
+        String::from_utf8(out.stdout)
+            .unwrap()
+            .contains("0 rows affected")
+    );
+    // The server we started was stopped when each command ended.
+    assert!(!dir.path().join("pg/postmaster.pid").exists());
+}
