@@ -8,3 +8,4 @@ mod recover;
 mod rpc;
 mod support;
 mod embedded;
+mod anvil_backfill;
