@@ -9,3 +9,4 @@ mod rpc;
 mod support;
 mod embedded;
 mod anvil_backfill;
+mod follow;
