@@ -25,11 +25,14 @@ fn bytes(v: &Value) -> Vec<u8> {
     .unwrap()
 }
 
+/// A stored block: number, hash, parent hash, timestamp, tx count.
+pub type BlockRow = (i64, Vec<u8>, Vec<u8>, i64, i32);
+
 /// Every stored row, in a comparable form (everything but timestamps of
 /// bookkeeping): blocks, transactions, authorizations, checkpoint.
 #[derive(Debug, PartialEq, Eq)]
 pub struct Snapshot {
-    pub blocks: Vec<(i64, Vec<u8>, Vec<u8>, i64, i32)>,
+    pub blocks: Vec<BlockRow>,
     pub txs: Vec<Vec<Option<String>>>,
     pub auths: Vec<Vec<Option<String>>>,
     pub checkpoint: Option<(i64, Vec<u8>)>,
@@ -195,7 +198,6 @@ pub async fn assert_db_equals_chain(pool: &PgPool, anvil: &Anvil, lo: u64, hi: u
 
 /// Polls until the database equals the node's chain `0..=head` (the head
 /// read afresh each time), or panics after `limit` with the last difference.
-#[allow(dead_code)] // used by the follow tests
 pub async fn wait_db_equals_head(pool: &PgPool, anvil: &Anvil, limit: Duration, what: &str) {
     let deadline = Instant::now() + limit;
     loop {
