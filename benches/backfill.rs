@@ -1,0 +1,424 @@
+//! End-to-end benchmark of `sender-indexer backfill`: the real binary, as a
+//! child process, indexes a chain of real mainnet blocks served from memory
+//! by the test JSON-RPC server into a throwaway PostgreSQL cluster with
+//! fsync ON (the server's default, durable configuration).
+//!
+//! The chain repeats the ten consecutive mainnet blocks 24,476,000..=009,
+//! renumbered from 1: `number`, `hash` (keccak of the number), `parentHash`
+//! and each transaction's `blockNumber`/`blockHash` are rewritten, the
+//! transactions and their signatures are left as they are. Blocks are
+//! serialized once, before the clock starts, so the node is not what is
+//! measured.
+//!
+//! Printed: wall time and txs/s of the backfill; the child's peak RSS
+//! (`VmHWM`, polled: see `common::ChildRun` for why not wait4) and its RSS
+//! over time; CPU seconds of the indexer, PostgreSQL and this process (the
+//! RPC server); the raw secp256k1 floor on two threads over the same
+//! transactions, measured in the same run, and the ratio; and row-count
+//! checks on the database, so a broken run cannot pass for a fast one.
+//!
+//! Run: `BENCH_TXS=200000 cargo bench --bench backfill` (default 1,000,000
+//! transactions). Knobs: `BENCH_BATCH_SIZE`, `BENCH_CONCURRENCY` (the
+//! child's `--batch-size`/`--concurrency`), `BENCH_ARGS` (more flags for
+//! the child, e.g. `--threads 1`), `BENCH_ROUNDS` (rounds of the floor),
+//! `BENCH_WRAP` (a profiler command to run the child under).
+
+mod common;
+#[path = "../tests/it/support/rpc_server.rs"]
+mod rpc_server;
+
+use std::os::unix::fs::PermissionsExt;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context as _, bail, ensure};
+use nix::libc;
+use rpc_server::RpcServer;
+use sender_indexer::decode::{B256, Tx, hex0x, keccak};
+use sender_indexer::embedded_pg::{Cluster, ClusterDropGuard, ClusterOptions};
+use sender_indexer::recover::recover_tx;
+use serde_json::{Value, json};
+use sqlx::postgres::PgPoolOptions;
+
+const BIN: &str = env!("CARGO_BIN_EXE_sender-indexer");
+const DB: &str = "bench";
+/// Blocks per JSON-RPC batch: a recent mainnet block is ~370 KB of JSON, so
+/// 10 blocks keep each response (and its parsed form) a few MB. With a
+/// zero-latency server, more in flight buys nothing but memory.
+const DEFAULT_BATCH_SIZE: usize = 10;
+const DEFAULT_CONCURRENCY: usize = 2;
+/// Each timed round of the floor recovers the template txs this many times
+/// (~10k recoveries, ~0.2 s on two threads): long enough to time well.
+const FLOOR_REPS: usize = 4;
+
+/// The hash the renumbered chain gives block `n`.
+fn block_hash(n: u64) -> B256 {
+    keccak(&[&n.to_be_bytes()])
+}
+
+/// Template `template` renumbered as block `n` of the bench chain.
+fn renumber(template: &Value, n: u64) -> Value {
+    let (number, hash) = (json!(format!("0x{n:x}")), json!(hex0x(&block_hash(n))));
+    let mut b = template.clone();
+    b["number"] = number.clone();
+    b["hash"] = hash.clone();
+    b["parentHash"] = json!(hex0x(&block_hash(n - 1)));
+    for tx in b["transactions"].as_array_mut().expect("full block") {
+        tx["blockNumber"] = number.clone();
+        tx["blockHash"] = hash.clone();
+    }
+    b
+}
+
+/// CPU seconds of a PostgreSQL cluster: the postmaster (with the children
+/// it has reaped, i.e. finished backends) plus its living children.
+fn postgres_cpu_secs(postmaster: i32) -> f64 {
+    let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
+    let mut total = 0u64;
+    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+            continue;
+        };
+        // Fields after the parenthesized command: state ppid ... utime(14).
+        let Some((_, rest)) = stat.rsplit_once(") ") else {
+            continue;
+        };
+        let f: Vec<u64> = rest
+            .split_whitespace()
+            .map(|x| x.parse().unwrap_or(0))
+            .collect();
+        if f.len() < 15 {
+            continue;
+        }
+        let (ppid, utime, stime, cutime, cstime) = (f[1] as i32, f[11], f[12], f[13], f[14]);
+        if pid == postmaster {
+            total += utime + stime + cutime + cstime;
+        } else if ppid == postmaster {
+            total += utime + stime;
+        }
+    }
+    total as f64 / ticks
+}
+
+/// Throwaway cluster in a fresh /tmp dir; removed again when dropped.
+fn start_cluster() -> anyhow::Result<ClusterDropGuard> {
+    // Under /tmp: short socket path, and reachable by the `postgres` user
+    // that runs the server when we are root (tempdirs are 0700).
+    let root = tempfile::Builder::new()
+        .prefix("sender-indexer-bench-")
+        .tempdir_in("/tmp")?
+        .keep();
+    std::fs::set_permissions(&root, std::fs::Permissions::from_mode(0o711))?;
+    let mut opts = ClusterOptions::new(root.join("data"));
+    opts.die_with_parent = true; // fsync stays on: no_sync is false
+    match Cluster::start(&opts) {
+        Ok(c) => Ok(ClusterDropGuard::new(c, root)),
+        Err(e) => {
+            let _ = std::fs::remove_dir_all(&root);
+            Err(e).context("starting the bench cluster")
+        }
+    }
+}
+
+fn main() -> anyhow::Result<()> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    runtime.block_on(run())
+}
+
+async fn run() -> anyhow::Result<()> {
+    let target_txs = common::env_usize("BENCH_TXS", 1_000_000);
+    let batch_size = common::env_usize("BENCH_BATCH_SIZE", DEFAULT_BATCH_SIZE);
+    let concurrency = common::env_usize("BENCH_CONCURRENCY", DEFAULT_CONCURRENCY);
+    let rounds = common::env_usize("BENCH_ROUNDS", 5);
+    let extra_args = std::env::var("BENCH_ARGS").unwrap_or_default();
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+
+    // The templates, and what recovery makes of them.
+    let templates = common::recent_mainnet_blocks();
+    let template_txs: Vec<Vec<Tx>> = templates
+        .iter()
+        .map(|b| {
+            b["transactions"]
+                .as_array()
+                .expect("full block")
+                .iter()
+                .map(|t| Tx::from_value(t).expect("fixture tx decodes"))
+                .collect()
+        })
+        .collect();
+    let all_txs: Vec<Tx> = template_txs.iter().flatten().cloned().collect();
+    let prepared = common::prepare(&all_txs);
+    let failed_senders: Vec<usize> = template_txs
+        .iter()
+        .map(|txs| txs.iter().filter(|t| recover_tx(t).sender.is_err()).count())
+        .collect();
+
+    // How many blocks make the requested number of transactions.
+    let (mut blocks, mut total_txs, mut expected_null) = (0u64, 0usize, 0usize);
+    while total_txs < target_txs {
+        let t = blocks as usize % templates.len();
+        total_txs += template_txs[t].len();
+        expected_null += failed_senders[t];
+        blocks += 1;
+    }
+
+    // Serve the chain from memory: serialize every block once, up front.
+    let setup = Instant::now();
+    let server = RpcServer::start(Vec::new()).await?;
+    std::thread::scope(|scope| {
+        for part in 0..cores.max(1) as u64 {
+            let (server, templates) = (&server, &templates);
+            scope.spawn(move || {
+                let mut n = 1 + part;
+                while n <= blocks {
+                    let template = &templates[(n as usize - 1) % templates.len()];
+                    server.insert_block(renumber(template, n));
+                    n += cores.max(1) as u64;
+                }
+            });
+        }
+    });
+    server.set_head(blocks);
+    let cluster = tokio::task::spawn_blocking(start_cluster).await??;
+    cluster.create_database_if_missing(DB).await?;
+    let db_url = cluster.url(DB);
+    let pool = PgPoolOptions::new()
+        .max_connections(1)
+        .connect_with(cluster.connect_options(DB))
+        .await?;
+    let (pg_version, fsync, sync_commit, shared_buffers): (String, String, String, String) =
+        sqlx::query_as(
+            "SELECT current_setting('server_version'), current_setting('fsync'), current_setting('synchronous_commit'), current_setting('shared_buffers')",
+        )
+        .fetch_one(&pool)
+        .await?;
+    println!(
+        "backfill bench: {total_txs} txs in {blocks} blocks (mainnet 24476000..=24476009 repeated), set up in {:.1}s; {cores} cores; PostgreSQL {pg_version}, fsync={fsync}, synchronous_commit={sync_commit}, shared_buffers={shared_buffers}",
+        setup.elapsed().as_secs_f64()
+    );
+
+    // The floor on two threads over the same txs, before and after the run.
+    let floor_pairs: Vec<common::Pair> = (0..FLOOR_REPS)
+        .flat_map(|_| prepared.pairs.iter().copied())
+        .collect();
+    let floor = || {
+        common::time_rounds(1, rounds, || {
+            assert_eq!(
+                common::raw_floor_threads(&floor_pairs, 2),
+                floor_pairs.len()
+            );
+        })
+    };
+    let mut floor_timing = floor();
+
+    // The backfill itself.
+    let mut args: Vec<String> = [
+        "backfill",
+        "--from",
+        "1",
+        "--to",
+        &blocks.to_string(),
+        "--batch-size",
+        &batch_size.to_string(),
+        "--concurrency",
+        &concurrency.to_string(),
+    ]
+    .map(String::from)
+    .into();
+    args.extend(extra_args.split_whitespace().map(String::from));
+    // BENCH_WRAP runs the child under a profiler, e.g. "heaptrack -o
+    // /tmp/hp" or "perf record -g -o /tmp/p.data"; RSS and CPU then
+    // include the wrapper.
+    let wrap = std::env::var("BENCH_WRAP").unwrap_or_default();
+    let mut argv: Vec<String> = wrap.split_whitespace().map(String::from).collect();
+    argv.push(BIN.to_string());
+    argv.extend(args);
+    println!("child: {}", argv.join(" "));
+    let mut cmd = Command::new(&argv[0]);
+    cmd.args(&argv[1..])
+        .env("RPC_URL", server.url())
+        .env("DATABASE_URL", &db_url)
+        .env("RUST_LOG", "info")
+        .env("NO_COLOR", "1")
+        .env_remove("WS_URL")
+        .env_remove("METRICS_ADDR")
+        .env_remove("SENDER_INDEXER_CONFIG")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null());
+    let (pg_cpu0, self_cpu0) = (postgres_cpu_secs(cluster.pid()), common::self_cpu_secs());
+    let run = tokio::task::spawn_blocking(move || common::run_child(&mut cmd))
+        .await?
+        .with_context(|| format!("running {BIN}"))?;
+    let self_cpu = common::self_cpu_secs() - self_cpu0;
+    tokio::time::sleep(Duration::from_millis(300)).await; // backends exit, get reaped
+    let pg_cpu = postgres_cpu_secs(cluster.pid()) - pg_cpu0;
+    if !run.success {
+        bail!("backfill failed:\n{}", run.stderr);
+    }
+    floor_timing.extend(floor());
+
+    // Did it index everything?
+    let timed = Instant::now();
+    let rows: i64 = sqlx::query_scalar("SELECT count(*) FROM transactions")
+        .fetch_one(&pool)
+        .await?;
+    let count_secs = timed.elapsed().as_secs_f64();
+    let (null_senders, mismatches): (i64, i64) = sqlx::query_as(
+        "SELECT count(*) FILTER (WHERE sender IS NULL), count(*) FILTER (WHERE from_matches IS DISTINCT FROM true) FROM transactions",
+    )
+    .fetch_one(&pool)
+    .await?;
+    let (stored_blocks, block_txs, checkpoint): (i64, Option<i64>, Option<i64>) = sqlx::query_as(
+        "SELECT count(*), sum(tx_count)::bigint, (SELECT block_number FROM checkpoint) FROM blocks",
+    )
+    .fetch_one(&pool)
+    .await?;
+    let timed = Instant::now();
+    let by_sender: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM transactions WHERE sender = (SELECT sender FROM transactions WHERE block_number = 1 AND tx_index = 0)",
+    )
+    .fetch_one(&pool)
+    .await?;
+    let lookup_secs = timed.elapsed().as_secs_f64();
+    let db_bytes: i64 = sqlx::query_scalar("SELECT pg_database_size(current_database())")
+        .fetch_one(&pool)
+        .await?;
+    pool.close().await;
+
+    // Report.
+    let (elapsed, rss_mb, child_cpu) = (run.wall, run.peak_rss_mb, run.cpu);
+    let txs_per_s = total_txs as f64 / elapsed;
+    let floor_rec_s = floor_pairs.len() as f64 / floor_timing.median();
+    let floor_txs_s = (FLOOR_REPS * all_txs.len()) as f64 / floor_timing.median();
+    let ratio = txs_per_s / floor_txs_s;
+    let per_tx_us = |cpu: f64| cpu * 1e6 / total_txs as f64;
+    let all_cpu = child_cpu + pg_cpu + self_cpu;
+    let share = |cpu: f64| format!("{:.0}%", 100.0 * cpu / (elapsed * cores as f64));
+    let row = |k: &str, v: String| vec![k.to_string(), v];
+    println!();
+    common::print_table(
+        &["backfill", "value"],
+        &[
+            row("txs", common::thousands(total_txs as f64)),
+            row("blocks", common::thousands(blocks as f64)),
+            row("elapsed", format!("{elapsed:.2} s")),
+            row("txs/s", common::thousands(txs_per_s)),
+            row(
+                "raw 2-thread recoveries/s (same txs)",
+                format!(
+                    "{} ({} txs/s; spread {:.0}% over {} rounds, best {} txs/s)",
+                    common::thousands(floor_rec_s),
+                    common::thousands(floor_txs_s),
+                    floor_timing.spread() * 100.0,
+                    floor_timing.rounds.len(),
+                    common::thousands(floor_txs_s * floor_timing.median() / floor_timing.best())
+                ),
+            ),
+            row(
+                "ratio txs/s / raw 2-thread txs/s",
+                format!("{ratio:.2} (goal >= 0.75)"),
+            ),
+            row(
+                "peak RSS of the indexer (VmHWM)",
+                format!("{rss_mb:.0} MB (goal < 200)"),
+            ),
+            row(
+                "CPU: indexer",
+                format!(
+                    "{child_cpu:.1} s = {:.1} us/tx ({} of {cores} cores)",
+                    per_tx_us(child_cpu),
+                    share(child_cpu)
+                ),
+            ),
+            row(
+                "CPU: postgres",
+                format!(
+                    "{pg_cpu:.1} s = {:.1} us/tx ({})",
+                    per_tx_us(pg_cpu),
+                    share(pg_cpu)
+                ),
+            ),
+            row(
+                "CPU: bench process (rpc server)",
+                format!(
+                    "{self_cpu:.1} s = {:.1} us/tx ({})",
+                    per_tx_us(self_cpu),
+                    share(self_cpu)
+                ),
+            ),
+            row(
+                "CPU: raw floor, for comparison",
+                format!("{:.1} us/tx of one core", 2e6 / floor_txs_s),
+            ),
+            row(
+                "CPU-bound ceiling at this CPU/tx",
+                format!(
+                    "{} txs/s = all {cores} cores busy ({} busy in this run)",
+                    common::thousands(total_txs as f64 * cores as f64 / all_cpu),
+                    share(all_cpu)
+                ),
+            ),
+            row(
+                "check: transactions rows",
+                format!("{rows} (expected {total_txs})"),
+            ),
+            row(
+                "check: null senders / from mismatches",
+                format!("{null_senders} (expected {expected_null}) / {mismatches}"),
+            ),
+            row(
+                "check: blocks, sum(tx_count), checkpoint",
+                format!(
+                    "{stored_blocks}, {}, {}",
+                    block_txs.unwrap_or(0),
+                    checkpoint.unwrap_or(-1)
+                ),
+            ),
+            row(
+                "SELECT count(*) FROM transactions",
+                format!("{:.0} ms", count_secs * 1e3),
+            ),
+            row(
+                "count by sender (index lookup)",
+                format!("{by_sender} rows in {:.1} ms", lookup_secs * 1e3),
+            ),
+            row("database size", format!("{} MB", db_bytes >> 20)),
+        ],
+    );
+    let rss_at = |share: f64| {
+        let t = share * elapsed;
+        let s = run.rss_samples.iter().rfind(|(at, _)| *at <= t);
+        s.map_or("-".to_string(), |(_, mb)| format!("{mb:.0}"))
+    };
+    println!(
+        "\nindexer RSS (MB) at 10/25/50/75/100% of the run: {} / {} / {} / {} / {}",
+        rss_at(0.10),
+        rss_at(0.25),
+        rss_at(0.50),
+        rss_at(0.75),
+        rss_at(1.0)
+    );
+    let tail: Vec<&str> = run.stderr.lines().rev().take(2).collect();
+    println!("\nindexer's last log lines:");
+    for l in tail.iter().rev() {
+        println!("  {l}");
+    }
+    drop(server);
+    drop(cluster);
+    ensure!(
+        rows as usize == total_txs
+            && null_senders as usize == expected_null
+            && mismatches == expected_null as i64
+            && stored_blocks as u64 == blocks
+            && block_txs == Some(total_txs as i64)
+            && checkpoint == Some(blocks as i64),
+        "the database does not hold what was backfilled (see the checks above)"
+    );
+    Ok(())
+}
