@@ -302,3 +302,86 @@ async fn follow_killed_then_restarted_equals_the_chain() {
     wait_db_equals_head(&pool, &anvil, SYNC_LIMIT, "restarted follow").await;
     terminate(&mut run).await;
 }
+
+/// A TCP proxy on 127.0.0.1 to `upstream` (http://host:port) that holds
+/// every chunk the client sends for `delay`: a slow node. Returns its URL;
+/// it lives as long as the test's runtime.
+async fn slow_proxy(upstream: &str, delay: Duration) -> String {
+    let upstream = upstream.trim_start_matches("http://").to_string();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move {
+        while let Ok((client, _)) = listener.accept().await {
+            let upstream = upstream.clone();
+            tokio::spawn(async move {
+                let Ok(server) = tokio::net::TcpStream::connect(&upstream).await else {
+                    return;
+                };
+                let (mut cr, mut cw) = client.into_split();
+                let (mut sr, mut sw) = server.into_split();
+                let up = async move {
+                    let mut buf = vec![0u8; 64 * 1024];
+                    while let Ok(n) = cr.read(&mut buf).await {
+                        if n == 0 {
+                            break;
+                        }
+                        tokio::time::sleep(delay).await;
+                        if sw.write_all(&buf[..n]).await.is_err() {
+                            break;
+                        }
+                    }
+                    let _ = sw.shutdown().await;
+                };
+                let down = async move {
+                    let _ = tokio::io::copy(&mut sr, &mut cw).await;
+                    let _ = cw.shutdown().await;
+                };
+                tokio::join!(up, down);
+            });
+        }
+    });
+    url
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_during_sync_exits_0_and_a_restart_catches_up_and_follows() {
+    let anvil = no_mining_anvil().await;
+    mine_every_kind(&anvil).await;
+    mine_empty(&anvil, 1000).await;
+    let head = anvil.block_number().await;
+    let (pool, url) = migrated_db().await;
+    let args = [
+        "sync",
+        "--poll-interval-ms",
+        "200",
+        "--batch-size",
+        "5",
+        "--concurrency",
+        "1",
+    ];
+    // Through a proxy that delays each request, so that the signal lands
+    // while most of the range is still to fetch.
+    let slow = slow_proxy(anvil.url(), Duration::from_millis(10)).await;
+    let mut run = Running::spawn(&slow, &url, &args);
+    signal_after_checkpoint(&pool, &mut run, 0, Signal::SIGTERM).await;
+    let status = run.wait(Duration::from_secs(20)).await;
+    assert!(
+        status.success(),
+        "SIGTERM: exit {status}; stderr:\n{}",
+        run.stderr()
+    );
+    let cp = checkpoint(&pool).await.unwrap();
+    assert!(
+        cp < head,
+        "sync finished before the signal: checkpoint {cp}"
+    );
+    assert_db_equals_chain(&pool, &anvil, 0, cp).await;
+
+    let mut run = Running::spawn(anvil.url(), &url, &args);
+    wait_db_equals_head(&pool, &anvil, SYNC_LIMIT, "restarted sync").await;
+    mine_every_kind(&anvil).await;
+    let t = Instant::now();
+    wait_db_equals_head(&pool, &anvil, Duration::from_secs(5), "new block").await;
+    assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
+    terminate(&mut run).await;
+}
