@@ -6,9 +6,11 @@
 
 use std::collections::BTreeSet;
 use std::io::Read;
+
 use std::process::{Child, ExitStatus};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use serde_json::{Value, json};
 use sqlx::PgPool;
@@ -290,6 +292,46 @@ impl Drop for Running {
     }
 }
 
+/// A TCP proxy on 127.0.0.1 to `upstream` (http://host:port) that holds
+/// every chunk the client sends for `delay`: a slow node. Returns its URL;
+/// it lives as long as the test's runtime.
+pub async fn slow_proxy(upstream: &str, delay: Duration) -> String {
+    let upstream = upstream.trim_start_matches("http://").to_string();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move {
+        while let Ok((client, _)) = listener.accept().await {
+            let upstream = upstream.clone();
+            tokio::spawn(async move {
+                let Ok(server) = tokio::net::TcpStream::connect(&upstream).await else {
+                    return;
+                };
+                let (mut cr, mut cw) = client.into_split();
+                let (mut sr, mut sw) = server.into_split();
+                let up = async move {
+                    let mut buf = vec![0u8; 64 * 1024];
+                    while let Ok(n) = cr.read(&mut buf).await {
+                        if n == 0 {
+                            break;
+                        }
+                        tokio::time::sleep(delay).await;
+                        if sw.write_all(&buf[..n]).await.is_err() {
+                            break;
+                        }
+                    }
+                    let _ = sw.shutdown().await;
+                };
+                let down = async move {
+                    let _ = tokio::io::copy(&mut sr, &mut cw).await;
+                    let _ = cw.shutdown().await;
+                };
+                tokio::join!(up, down);
+            });
+        }
+    });
+    url
+}
+
 /// Sends a round of every transaction kind (one fee style per sender,
 /// type-4 at most once per sender per block) and mines it into one block.
 pub async fn mine_every_kind(anvil: &Anvil) -> Vec<String> {
@@ -442,7 +484,10 @@ async fn backfill_killed_part_way_then_restarted_equals_a_clean_run() {
     let (pool, url) = pg::fresh_db().await;
     // Tables exist before the binary starts, for polling the checkpoint.
     sender_indexer::store::MIGRATOR.run(&pool).await.unwrap();
-    let mut run = Running::spawn(anvil.url(), &url, &args);
+    // Through a slow proxy, so the kill lands while most of the range is
+    // still to fetch.
+    let slow = slow_proxy(anvil.url(), Duration::from_millis(10)).await;
+    let mut run = Running::spawn(&slow, &url, &args);
     let deadline = Instant::now() + Duration::from_secs(60);
     let killed_at = loop {
         let cp: Option<i64> = sqlx::query_scalar("SELECT block_number FROM checkpoint")
