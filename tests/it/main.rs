@@ -1,12 +1,12 @@
 //! The one integration-test binary: one `mod` per area; shared harnesses
 //! (throwaway PostgreSQL, anvil) live in `support`.
 
+mod anvil_backfill;
 mod anvil_smoke;
 mod backfill_fixtures;
 mod cli_recover;
+mod embedded;
+mod follow;
 mod recover;
 mod rpc;
 mod support;
-mod embedded;
-mod anvil_backfill;
-mod follow;
