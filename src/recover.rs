@@ -3,9 +3,12 @@
 //!
 //! This project exists because rust-web3's `recover` built
 //! `Secp256k1::verification_only()` on every call (about 7 ms a recovery
-//! instead of about 50 µs). Here the context is built once, lazily, in
-//! [`context`], and shared read-only by every thread; nothing else in the
-//! crate may construct one. We pin a secp256k1 release whose API takes the
+//! with the libsecp256k1 of its day, instead of about 50 µs). Here the
+//! context is built once, lazily, in [`context`], and shared read-only by
+//! every thread; nothing else in the crate may construct one. (With the
+//! secp256k1 0.30 we pin, whose tables are static, a context per call costs
+//! little: `cargo bench --bench recovery` measures it. One context is still
+//! the rule: it costs nothing and holds for any version.) We pin a secp256k1 release whose API takes the
 //! context explicitly, and leave its `rand` feature off: re-randomizing
 //! only protects signing, which we never do.
 //!
