@@ -1,8 +1,8 @@
 //! Sender recovery: the one process-wide secp256k1 context and the bounded
 //! worker pool that every recovery in the process runs on.
 //!
-//! This project exists because rust-web3's `recover` built
-//! `Secp256k1::verification_only()` on every call (about 7 ms a recovery
+//! This project exists because rust-web3's `recover` built a new secp256k1
+//! `verification_only()` context on every call (about 7 ms a recovery
 //! with the libsecp256k1 of its day, instead of about 50 µs). Here the
 //! context is built once, lazily, in [`context`], and shared read-only by
 //! every thread; nothing else in the crate may construct one. (With the
