@@ -84,7 +84,7 @@ impl U256 {
 
 impl std::fmt::Debug for U256 {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "0x{}", hex::encode(self.minimal()))
+        write!(f, "0x{}", const_hex::encode(self.minimal()))
     }
 }
 
@@ -156,13 +156,13 @@ fn hex_nibble(c: u8) -> Option<u8> {
 
 /// Hex data of any length (even digit count).
 pub fn parse_bytes(field: &'static str, s: &str) -> Result<Vec<u8>, DecodeError> {
-    hex::decode(strip_0x(field, s)?).map_err(|_| bad(field, "invalid hex data", s))
+    const_hex::decode(strip_0x(field, s)?).map_err(|_| bad(field, "invalid hex data", s))
 }
 
 /// Hex data of exactly `N` bytes (addresses, hashes).
 pub fn parse_fixed<const N: usize>(field: &'static str, s: &str) -> Result<[u8; N], DecodeError> {
     let mut out = [0u8; N];
-    hex::decode_to_slice(strip_0x(field, s)?, &mut out).map_err(|_| {
+    const_hex::decode_to_slice(strip_0x(field, s)?, &mut out).map_err(|_| {
         if s.len() == 2 + 2 * N {
             bad(field, "invalid hex digit", s)
         } else {
@@ -462,7 +462,10 @@ impl Tx {
             0 => {
                 let v = self.v.ok_or_else(|| need("v"))?;
                 let eip155 = Tx::eip155_chain_id(&v);
-                s = RlpStream::new_list(if eip155.is_some() { 9 } else { 6 });
+                s = RlpStream::new_list_with_buffer(
+                    self.payload_buffer(),
+                    if eip155.is_some() { 9 } else { 6 },
+                );
                 let price = self.gas_price.ok_or_else(|| need("gasPrice"))?;
                 s.append(&nonce).append(&price.minimal());
                 self.append_call(&mut s, &gas, &value);
@@ -474,7 +477,7 @@ impl Tx {
                 return Ok(keccak(&[s.as_raw()]));
             }
             1 => {
-                s = RlpStream::new_list(8);
+                s = RlpStream::new_list_with_buffer(self.payload_buffer(), 8);
                 let price = self.gas_price.ok_or_else(|| need("gasPrice"))?;
                 s.append(&chain_id()?.minimal())
                     .append(&nonce)
@@ -483,7 +486,7 @@ impl Tx {
                 self.append_access_list(&mut s);
             }
             2 => {
-                s = RlpStream::new_list(9);
+                s = RlpStream::new_list_with_buffer(self.payload_buffer(), 9);
                 s.append(&chain_id()?.minimal()).append(&nonce);
                 fees(&mut s)?;
                 self.append_call(&mut s, &gas, &value);
@@ -494,7 +497,7 @@ impl Tx {
                 let blob_fee = self
                     .max_fee_per_blob_gas
                     .ok_or_else(|| need("maxFeePerBlobGas"))?;
-                s = RlpStream::new_list(11);
+                s = RlpStream::new_list_with_buffer(self.payload_buffer(), 11);
                 s.append(&chain_id()?.minimal()).append(&nonce);
                 fees(&mut s)?;
                 s.append(&gas.minimal())
@@ -510,7 +513,7 @@ impl Tx {
             }
             4 => {
                 let to = self.to.ok_or_else(|| need("to"))?;
-                s = RlpStream::new_list(10);
+                s = RlpStream::new_list_with_buffer(self.payload_buffer(), 10);
                 s.append(&chain_id()?.minimal()).append(&nonce);
                 fees(&mut s)?;
                 s.append(&gas.minimal())
@@ -533,6 +536,20 @@ impl Tx {
             other => return Err(PayloadError::UnsupportedType(other)),
         }
         Ok(keccak(&[&[ty], s.as_raw()]))
+    }
+
+    /// A buffer the whole payload fits in, so a large `input` is not copied
+    /// again by every doubling of a small one.
+    fn payload_buffer(&self) -> bytes::BytesMut {
+        let list_bytes = 64 * self.access_list.len()
+            + 33 * self
+                .access_list
+                .iter()
+                .map(|a| a.storage_keys.len())
+                .sum::<usize>()
+            + 33 * self.blob_versioned_hashes.len()
+            + 120 * self.authorization_list.len();
+        bytes::BytesMut::with_capacity(256 + self.input.len() + list_bytes)
     }
 
     /// `gas, to, value, data`: the part every payload shares.
@@ -634,7 +651,7 @@ impl RawBlock {
 }
 
 pub fn hex0x(bytes: &[u8]) -> String {
-    format!("0x{}", hex::encode(bytes))
+    format!("0x{}", const_hex::encode(bytes))
 }
 
 #[cfg(test)]
