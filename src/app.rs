@@ -13,11 +13,6 @@ use crate::cli::{Cli, Command};
 use crate::config::Settings;
 use crate::recover::Pool;
 
-/// Recovery jobs queued or running per recovery thread: enough to keep
-/// every thread busy while the producer refills, few enough that memory
-/// stays small.
-pub const JOBS_PER_THREAD: usize = 4;
-
 pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     init_logging();
     let settings = Settings::load(&cli)?;
@@ -38,15 +33,10 @@ fn init_logging() {
         .try_init();
 }
 
-pub fn recovery_pool(settings: &Settings) -> Arc<Pool> {
-    let threads = crate::recover::resolve_threads(settings.index.threads);
-    Arc::new(Pool::new(threads, threads * JOBS_PER_THREAD))
-}
-
 async fn dispatch(command: Command, settings: Settings) -> anyhow::Result<ExitCode> {
     match command {
         Command::Recover => {
-            let pool = recovery_pool(&settings);
+            let pool = Arc::new(Pool::from_setting(settings.index.threads));
             let totals = crate::jsonl::run(tokio::io::stdin(), tokio::io::stdout(), pool)
                 .await
                 .or_else(|e| match e.kind() {

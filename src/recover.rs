@@ -204,6 +204,11 @@ pub fn recover_values(txs: &[Value]) -> Vec<Result<RecoveredTx, DecodeError>> {
         .collect()
 }
 
+/// Recovery jobs queued or running per recovery thread: enough to keep
+/// every thread busy while the producer refills, few enough that memory
+/// stays small.
+pub const JOBS_PER_THREAD: usize = 4;
+
 /// A thread count from the settings: 0 means one per core.
 pub fn resolve_threads(threads: usize) -> usize {
     if threads == 0 {
@@ -265,6 +270,13 @@ impl Pool {
             permits: Arc::new(Semaphore::new(queue_depth.max(1))),
             workers,
         }
+    }
+
+    /// A pool sized from the `index.threads` setting (0: one per core),
+    /// with [`JOBS_PER_THREAD`] jobs queued or running per thread.
+    pub fn from_setting(threads: usize) -> Pool {
+        let threads = resolve_threads(threads);
+        Pool::new(threads, threads * JOBS_PER_THREAD)
     }
 
     pub fn threads(&self) -> usize {

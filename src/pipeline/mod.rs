@@ -145,9 +145,8 @@ pub async fn run_command(command: Command, settings: Settings) -> anyhow::Result
             Duration::from_millis(settings.metrics.max_stall_ms),
         ));
     }
-    let threads = crate::recover::resolve_threads(settings.index.threads);
     let ctx = Ctx {
-        pool: Arc::new(Pool::new(threads, threads * crate::app::JOBS_PER_THREAD)),
+        pool: Arc::new(Pool::from_setting(settings.index.threads)),
         store: database.store.clone(),
         progress: tokio::sync::Mutex::new(Progress::new(Arc::clone(&metrics), None)),
         settings,
