@@ -335,32 +335,12 @@ pub async fn slow_proxy(upstream: &str, delay: Duration) -> String {
 /// Sends a round of every transaction kind (one fee style per sender,
 /// type-4 at most once per sender per block) and mines it into one block.
 pub async fn mine_every_kind(anvil: &Anvil) -> Vec<String> {
-    let delegate = anvil.account(8).0.to_string();
+    // A second legacy and 1559 tx from the same senders: several per block.
     let mut hashes = vec![
         anvil.send(1, TxKind::Legacy).await,
-        anvil.send(1, TxKind::Legacy).await,
-        anvil.send(2, TxKind::AccessList).await,
         anvil.send(3, TxKind::Eip1559).await,
-        anvil.send(3, TxKind::Eip1559).await,
-        anvil.send(4, TxKind::Blob).await,
-        anvil
-            .send(
-                5,
-                TxKind::SetCode {
-                    delegate: delegate.clone(),
-                },
-            )
-            .await,
-        anvil
-            .send(
-                6,
-                TxKind::SponsoredSetCode {
-                    authority: 7,
-                    delegate,
-                },
-            )
-            .await,
     ];
+    hashes.extend(anvil.send_every_kind().await.into_iter().map(|(h, _)| h));
     hashes.push(
         anvil
             .send(

@@ -8,37 +8,7 @@ use crate::support::anvil::{Anvil, AnvilOptions, RETURN_42_INITCODE, TxKind, hex
 #[tokio::test]
 async fn every_tx_kind_lands_in_a_block_with_its_type() {
     let anvil = Anvil::start().await;
-    let delegate = anvil.account(8).0.to_string();
-    // One sender per kind: fee styles never mix per sender.
-    let sent = [
-        (anvil.send(1, TxKind::Legacy).await, 0),
-        (anvil.send(2, TxKind::AccessList).await, 1),
-        (anvil.send(3, TxKind::Eip1559).await, 2),
-        (anvil.send(4, TxKind::Blob).await, 3),
-        (
-            anvil
-                .send(
-                    5,
-                    TxKind::SetCode {
-                        delegate: delegate.clone(),
-                    },
-                )
-                .await,
-            4,
-        ),
-        (
-            anvil
-                .send(
-                    6,
-                    TxKind::SponsoredSetCode {
-                        authority: 7,
-                        delegate,
-                    },
-                )
-                .await,
-            4,
-        ),
-    ];
+    let sent = anvil.send_every_kind().await;
     let create = anvil
         .send(
             0,

@@ -355,6 +355,42 @@ impl Anvil {
     /// Runs cast with `--rpc-url URL` inserted after the leading words
     /// (subcommand, positionals: `send --create` ends the option list),
     /// returns trimmed stdout; panics with stderr on failure.
+    /// Sends one transaction of every signed kind, each from its own
+    /// sender so fee styles never mix per sender: legacy (account 1),
+    /// EIP-2930 (2), EIP-1559 (3), blob (4), EIP-7702 self-signed (5) and
+    /// sponsored by account 6 for authority 7, all delegating to account 8.
+    /// Returns each hash with the type it must have.
+    pub async fn send_every_kind(&self) -> Vec<(String, u64)> {
+        let delegate = self.account(8).0.to_string();
+        vec![
+            (self.send(1, TxKind::Legacy).await, 0),
+            (self.send(2, TxKind::AccessList).await, 1),
+            (self.send(3, TxKind::Eip1559).await, 2),
+            (self.send(4, TxKind::Blob).await, 3),
+            (
+                self.send(
+                    5,
+                    TxKind::SetCode {
+                        delegate: delegate.clone(),
+                    },
+                )
+                .await,
+                4,
+            ),
+            (
+                self.send(
+                    6,
+                    TxKind::SponsoredSetCode {
+                        authority: 7,
+                        delegate,
+                    },
+                )
+                .await,
+                4,
+            ),
+        ]
+    }
+
     pub async fn cast(&self, args: &[&str]) -> String {
         let lead = args.iter().take_while(|a| !a.starts_with('-')).count();
         let out = tokio::process::Command::new(&self.cast)
