@@ -29,39 +29,21 @@ use sha3::{Digest, Keccak256};
 /// The ten consecutive recent mainnet blocks the backfill chain repeats.
 pub const RECENT_MAINNET: std::ops::RangeInclusive<u64> = 24_476_000..=24_476_009;
 
-pub fn fixtures_dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures")
-}
-
-fn gunzip(path: &Path) -> String {
-    let file = std::fs::File::open(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    let mut s = String::new();
-    flate2::read::GzDecoder::new(file)
-        .read_to_string(&mut s)
-        .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    s
-}
+#[path = "../../tests/it/support/fixtures.rs"]
+mod fixtures;
 
 /// The JSON text of each of the 4,492 fixture transactions, one object a
 /// string, as the `recover` command reads them.
 pub fn fixture_lines() -> Vec<String> {
-    gunzip(&fixtures_dir().join("transactions.jsonl.gz"))
-        .lines()
-        .map(|l| {
-            let v: Value = serde_json::from_str(l).expect("fixture line is JSON");
-            v["tx"].to_string()
-        })
+    fixtures::transactions()
+        .into_iter()
+        .map(|f| f.line)
         .collect()
 }
 
 /// Blocks 24,476,000..=24,476,009 (`eth_getBlockByNumber(n, true)`), in order.
 pub fn recent_mainnet_blocks() -> Vec<Value> {
-    RECENT_MAINNET
-        .map(|n| {
-            let path = fixtures_dir().join(format!("blocks/mainnet-{n}.json.gz"));
-            serde_json::from_str(&gunzip(&path)).expect("block is JSON")
-        })
-        .collect()
+    fixtures::recent_mainnet()
 }
 
 /// One recovery, parsed ahead of time: all the floor does is the curve work

@@ -160,11 +160,7 @@ type TxRow = (i64, i32, Vec<u8>, Option<Vec<u8>>);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rerun_changes_nothing_and_resumes_after_the_checkpoint() {
-    let blocks: Vec<Value> = fixtures::blocks()
-        .into_iter()
-        .filter(|(name, _)| name.starts_with("mainnet-244760"))
-        .map(|(_, b)| b)
-        .collect();
+    let blocks: Vec<Value> = fixtures::recent_mainnet();
     assert_eq!(blocks.len(), 10);
     let (pool, url) = pg::fresh_db().await;
     let server = RpcServer::start(blocks).await.unwrap();

@@ -6,11 +6,7 @@ use crate::support::{fixtures, indexer, rpc_server::RpcServer};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn backfill_then_query_with_no_database_configured() {
-    let blocks: Vec<_> = fixtures::blocks()
-        .into_iter()
-        .filter(|(name, _)| name.starts_with("mainnet-2447600"))
-        .map(|(_, b)| b)
-        .collect();
+    let blocks: Vec<_> = fixtures::recent_mainnet();
     let server = RpcServer::start(blocks).await.unwrap();
     // Under /tmp: every parent must be reachable by the `postgres` user.
     let dir = tempfile::Builder::new()

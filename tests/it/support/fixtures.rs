@@ -1,5 +1,6 @@
 //! Loads the real-chain fixtures in `tests/fixtures/` (see its README for
-//! provenance). Test support only: nothing here decides a test's outcome.
+//! provenance). Test and benchmark support (the benches include this file
+//! by path): nothing here decides an outcome.
 
 use std::io::Read;
 use std::path::PathBuf;
@@ -61,4 +62,14 @@ pub fn blocks() -> Vec<(String, Value)> {
         .collect();
     out.sort_by(|a, b| a.0.cmp(&b.0));
     out
+}
+
+/// The ten consecutive recent mainnet blocks 24,476,000..=24,476,009, in order.
+pub fn recent_mainnet() -> Vec<Value> {
+    (24_476_000..=24_476_009)
+        .map(|n| {
+            let path = dir().join(format!("blocks/mainnet-{n}.json.gz"));
+            serde_json::from_str(&gunzip(&path)).expect("block is JSON")
+        })
+        .collect()
 }
