@@ -79,52 +79,44 @@ impl Tx {
                 self.append_call(&mut s, &gas, &value);
                 self.append_access_list(&mut s);
             }
-            2 => {
-                s = RlpStream::new_list_with_buffer(self.payload_buffer(), 9);
+            // EIP-1559 and its descendants share the body; blob (3) and
+            // set-code (4) transactions must name a recipient and append a tail.
+            2..=4 => {
+                if ty != 2 && self.to.is_none() {
+                    return Err(need("to"));
+                }
+                let blob_fee = match ty {
+                    3 => Some(
+                        self.max_fee_per_blob_gas
+                            .ok_or_else(|| need("maxFeePerBlobGas"))?,
+                    ),
+                    _ => None,
+                };
+                let fields = [9, 11, 10][usize::from(ty - 2)];
+                s = RlpStream::new_list_with_buffer(self.payload_buffer(), fields);
                 s.append(&chain_id()?.minimal()).append(&nonce);
                 fees(&mut s)?;
                 self.append_call(&mut s, &gas, &value);
                 self.append_access_list(&mut s);
-            }
-            3 => {
-                let to = self.to.ok_or_else(|| need("to"))?;
-                let blob_fee = self
-                    .max_fee_per_blob_gas
-                    .ok_or_else(|| need("maxFeePerBlobGas"))?;
-                s = RlpStream::new_list_with_buffer(self.payload_buffer(), 11);
-                s.append(&chain_id()?.minimal()).append(&nonce);
-                fees(&mut s)?;
-                s.append(&gas.minimal())
-                    .append(&&to[..])
-                    .append(&value.minimal());
-                s.append(&self.input.as_slice());
-                self.append_access_list(&mut s);
-                s.append(&blob_fee.minimal());
-                s.begin_list(self.blob_versioned_hashes.len());
-                for h in &self.blob_versioned_hashes {
-                    s.append(&&h[..]);
+                if let Some(blob_fee) = blob_fee {
+                    s.append(&blob_fee.minimal());
+                    s.begin_list(self.blob_versioned_hashes.len());
+                    for h in &self.blob_versioned_hashes {
+                        s.append(&&h[..]);
+                    }
                 }
-            }
-            4 => {
-                let to = self.to.ok_or_else(|| need("to"))?;
-                s = RlpStream::new_list_with_buffer(self.payload_buffer(), 10);
-                s.append(&chain_id()?.minimal()).append(&nonce);
-                fees(&mut s)?;
-                s.append(&gas.minimal())
-                    .append(&&to[..])
-                    .append(&value.minimal());
-                s.append(&self.input.as_slice());
-                self.append_access_list(&mut s);
-                s.begin_list(self.authorization_list.len());
-                for a in &self.authorization_list {
-                    let field = |x: Option<U256>, name| x.ok_or_else(|| need(name));
-                    s.begin_list(6);
-                    s.append(&field(a.chain_id, "authorizationList.chainId")?.minimal());
-                    s.append(&&a.address.ok_or_else(|| need("authorizationList.address"))?[..]);
-                    s.append(&a.nonce.ok_or_else(|| need("authorizationList.nonce"))?);
-                    s.append(&field(a.y_parity, "authorizationList.yParity")?.minimal());
-                    s.append(&field(a.r, "authorizationList.r")?.minimal());
-                    s.append(&field(a.s, "authorizationList.s")?.minimal());
+                if ty == 4 {
+                    s.begin_list(self.authorization_list.len());
+                    for a in &self.authorization_list {
+                        let field = |x: Option<U256>, name| x.ok_or_else(|| need(name));
+                        s.begin_list(6);
+                        s.append(&field(a.chain_id, "authorizationList.chainId")?.minimal());
+                        s.append(&&a.address.ok_or_else(|| need("authorizationList.address"))?[..]);
+                        s.append(&a.nonce.ok_or_else(|| need("authorizationList.nonce"))?);
+                        s.append(&field(a.y_parity, "authorizationList.yParity")?.minimal());
+                        s.append(&field(a.r, "authorizationList.r")?.minimal());
+                        s.append(&field(a.s, "authorizationList.s")?.minimal());
+                    }
                 }
             }
             other => return Err(PayloadError::UnsupportedType(other)),
