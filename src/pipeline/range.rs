@@ -12,17 +12,27 @@
 //! order and awaited in that order, whichever worker finishes first. This
 //! module decides nothing about reorgs; it reports a parent mismatch as
 //! [`Step::Reorg`] and lets the converge loop in `follow` handle it.
+//!
+//! Blocks arrive as JSON text and no `serde_json::Value` tree is built: the
+//! submit stage reads the header fields and the byte ranges of the
+//! transactions in one pass ([`split_block`]), every chunk shares the
+//! block's text through an `Arc` (nothing is copied per transaction, not
+//! even inline blob data), and the pool parses each transaction straight
+//! from its slice.
 
+use std::ops::Range;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use anyhow::{Context as _, anyhow, bail};
 use futures::StreamExt;
-use serde_json::Value;
+use serde::Deserialize;
+use serde_json::value::RawValue;
 use tokio::sync::{mpsc, oneshot};
 
 use super::Ctx;
-use crate::decode::{DecodeError, RawBlock, hex0x};
-use crate::recover::{RecoveredBlock, RecoveredTx, recover_values};
+use crate::decode::{B256, DecodeError, Tx, hex0x, parse_fixed, parse_u64};
+use crate::recover::{RecoveredBlock, RecoveredTx, recover_tx};
 use crate::store::StoreError;
 
 /// Transactions per recovery job: ~3 ms of work, so queueing overhead is
@@ -47,10 +57,84 @@ pub enum Step {
 
 type ChunkResult = Vec<Result<RecoveredTx, DecodeError>>;
 
+/// The header fields a block row needs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct BlockHead {
+    number: u64,
+    hash: B256,
+    parent_hash: B256,
+    timestamp: u64,
+}
+
 struct Pending {
-    header: RawBlock,
+    header: BlockHead,
     tx_count: usize,
     chunks: Vec<oneshot::Receiver<ChunkResult>>,
+}
+
+/// A full block as the node sends it, borrowing from its text; fields the
+/// index does not need are skipped unparsed.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct BlockWire<'a> {
+    #[serde(borrow)]
+    number: Option<&'a str>,
+    #[serde(borrow)]
+    hash: Option<&'a str>,
+    #[serde(borrow)]
+    parent_hash: Option<&'a str>,
+    #[serde(borrow)]
+    timestamp: Option<&'a str>,
+    #[serde(borrow, default)]
+    transactions: Option<Vec<&'a RawValue>>,
+}
+
+/// Reads a full block's header and where each transaction's JSON lies in
+/// `text` (byte ranges), without building a value tree.
+fn split_block(text: &str) -> Result<(BlockHead, Vec<Range<usize>>), DecodeError> {
+    let wire: BlockWire = serde_json::from_str(text)
+        .map_err(|e| DecodeError::Json(format!("expected a block object: {e}")))?;
+    fn field<'a>(name: &'static str, v: Option<&'a str>) -> Result<&'a str, DecodeError> {
+        v.ok_or(DecodeError::Missing(name))
+    }
+    let head = BlockHead {
+        number: parse_u64("number", field("number", wire.number)?)?,
+        hash: parse_fixed("hash", field("hash", wire.hash)?)?,
+        parent_hash: parse_fixed("parentHash", field("parentHash", wire.parent_hash)?)?,
+        timestamp: parse_u64("timestamp", field("timestamp", wire.timestamp)?)?,
+    };
+    let base = text.as_ptr() as usize;
+    let mut txs = Vec::new();
+    for raw in wire.transactions.unwrap_or_default() {
+        let tx = raw.get();
+        // Hashes instead of objects: the node ignored `true`, or a proxy
+        // rewrote the call. Say so rather than fail on every transaction.
+        if !tx.starts_with('{') {
+            let shown: String = tx.chars().take(80).collect();
+            return Err(DecodeError::Field {
+                field: "transactions",
+                problem: "expected full transaction objects (eth_getBlockByNumber with true)",
+                value: shown,
+            });
+        }
+        // `raw` borrows from `text`, so its offset is a plain subtraction.
+        let start = tx.as_ptr() as usize - base;
+        txs.push(start..start + tx.len());
+    }
+    Ok((head, txs))
+}
+
+/// Decodes and recovers the transactions at `ranges` of a block's text, in
+/// order. A malformed one yields its `DecodeError` in place; the rest go on.
+fn recover_chunk(text: &str, ranges: &[Range<usize>]) -> ChunkResult {
+    ranges
+        .iter()
+        .map(|r| {
+            let tx = Tx::from_json(&text[r.clone()])?;
+            let recovered = recover_tx(&tx);
+            Ok(RecoveredTx { tx, recovered })
+        })
+        .collect()
 }
 
 pub async fn index_range(ctx: &Ctx, from: u64, to: u64) -> anyhow::Result<Step> {
@@ -83,11 +167,11 @@ async fn submit(
             _ = shutdown.wait() => return Ok(Step::Shutdown),
             item = blocks.next() => item,
         };
-        let value: Value = match item {
+        let text: Box<RawValue> = match item {
             None => return Ok(Step::Done),
             Some(result) => result?,
         };
-        let header = RawBlock::from_value(value)
+        let (header, ranges) = split_block(text.get())
             .with_context(|| format!("block {expected}: malformed block from the node"))?;
         if header.number != expected {
             bail!(
@@ -96,15 +180,16 @@ async fn submit(
             );
         }
         expected += 1;
-        let mut header = header;
-        let txs = std::mem::take(&mut header.transactions);
-        let tx_count = txs.len();
+        let tx_count = ranges.len();
+        let text = Arc::new(text);
         let mut chunks = Vec::with_capacity(tx_count.div_ceil(CHUNK_TXS));
-        let mut rest = txs;
-        while !rest.is_empty() {
-            let tail = rest.split_off(rest.len().min(CHUNK_TXS));
-            let chunk = std::mem::replace(&mut rest, tail);
-            chunks.push(ctx.pool.spawn(move || recover_values(&chunk)).await);
+        for chunk in ranges.chunks(CHUNK_TXS) {
+            let (text, chunk) = (Arc::clone(&text), chunk.to_vec());
+            chunks.push(
+                ctx.pool
+                    .spawn(move || recover_chunk(text.get(), &chunk))
+                    .await,
+            );
         }
         let pending = Pending {
             header,

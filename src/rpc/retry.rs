@@ -15,31 +15,59 @@ use web3::error::{Error as Web3Error, TransportError};
 const MAX_CAUSE_CHARS: usize = 300;
 
 /// What went wrong with one round trip, or with one call inside a batch.
+/// Transport-neutral: the raw block path builds these directly, and web3
+/// errors (head, header) are mapped onto them by `From`, so both paths share
+/// one classification and one wording.
 #[derive(Debug)]
 pub(crate) enum Failure {
     /// No answer within the per-request timeout.
     Timeout(Duration),
-    /// The transport or the node reported an error.
+    /// An HTTP status other than 2xx.
+    Status(u16),
+    /// The request could not be sent or the answer not read (connection
+    /// refused or reset, body cut short).
+    Transport(String),
+    /// A JSON-RPC error object, for the whole batch or for one call.
+    Rpc { code: i64, message: String },
+    /// The body is not JSON at all (a proxy's error page, a truncated body).
+    Undecodable(String),
+    /// JSON, but not one response per call: a non-array or a success object
+    /// for a batch, the wrong number of responses, unknown ids.
+    BadBatch(String),
+    /// Any other web3 error.
     Web3(Web3Error),
     /// The node answered, but not with what we asked for.
     Malformed(String),
+}
+
+impl From<Web3Error> for Failure {
+    fn from(e: Web3Error) -> Self {
+        match e {
+            Web3Error::Rpc(e) => Failure::Rpc {
+                code: e.code.code(),
+                message: e.message,
+            },
+            Web3Error::Transport(TransportError::Code(c)) => Failure::Status(c),
+            Web3Error::Transport(TransportError::Message(m)) => Failure::Transport(m),
+            Web3Error::Unreachable => Failure::Transport("server is unreachable".to_owned()),
+            Web3Error::Io(e) => Failure::Transport(format!("io error: {e}")),
+            Web3Error::Decoder(m) => Failure::BadBatch(format!("undecodable response: {m}")),
+            Web3Error::InvalidResponse(m) => Failure::BadBatch(format!("invalid response: {m}")),
+            other => Failure::Web3(other),
+        }
+    }
 }
 
 impl fmt::Display for Failure {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let text = match self {
             Failure::Timeout(d) => format!("timed out after {d:?}"),
+            Failure::Status(c) => format!("http status {c}"),
+            Failure::Transport(m) | Failure::BadBatch(m) => m.clone(),
+            Failure::Rpc { code, message } => format!("json-rpc error {code}: {message}"),
+            Failure::Undecodable(m) => format!("failed to deserialize response: {m}"),
+            Failure::Web3(e) => e.to_string().to_lowercase(),
             Failure::Malformed(m) => format!("malformed response: {m}"),
-            Failure::Web3(e) => match e {
-                Web3Error::Rpc(e) => format!("json-rpc error {}: {}", e.code.code(), e.message),
-                Web3Error::Transport(TransportError::Code(c)) => format!("http status {c}"),
-                Web3Error::Transport(TransportError::Message(m)) => m.clone(),
-                Web3Error::Unreachable => "server is unreachable".to_owned(),
-                Web3Error::Decoder(m) => format!("undecodable response: {m}"),
-                Web3Error::InvalidResponse(m) => format!("invalid response: {m}"),
-                Web3Error::Io(e) => format!("io error: {e}"),
-                other => other.to_string().to_lowercase(),
-            },
         };
         f.write_str(&truncate(text))
     }
@@ -71,18 +99,15 @@ pub(crate) fn classify(failure: &Failure, in_batch: bool) -> Class {
     match failure {
         Failure::Timeout(_) => Class::Retry,
         Failure::Malformed(_) => Class::Fatal,
-        Failure::Web3(e) => match e {
-            Web3Error::Rpc(e) => classify_rpc(e.code.code(), &e.message, in_batch),
-            Web3Error::Transport(TransportError::Code(code)) => classify_http(*code, in_batch),
-            // Connection refused/reset, body read failures, garbage from a
-            // proxy: all worth another try within the budget.
-            Web3Error::Transport(TransportError::Message(_)) => Class::Retry,
-            Web3Error::Unreachable | Web3Error::Io(_) => Class::Retry,
-            // A batch answered by a non-array, by a success object, or by the
-            // wrong number of responses: providers that cap batches do this.
-            Web3Error::Decoder(_) | Web3Error::InvalidResponse(_) => batchy(Class::Retry),
-            _ => Class::Fatal,
-        },
+        Failure::Status(code) => classify_http(*code, in_batch),
+        Failure::Rpc { code, message } => classify_rpc(*code, message, in_batch),
+        // Connection refused/reset, body read failures, garbage from a
+        // proxy: all worth another try within the budget.
+        Failure::Transport(_) | Failure::Undecodable(_) => Class::Retry,
+        // A batch answered by a non-array, by a success object, or by the
+        // wrong number of responses: providers that cap batches do this.
+        Failure::BadBatch(_) => batchy(Class::Retry),
+        Failure::Web3(_) => Class::Fatal,
     }
 }
 
@@ -230,9 +255,19 @@ mod tests {
 
     #[test]
     fn transport_failures() {
-        let t = |m: &str| Failure::Web3(Web3Error::Transport(TransportError::Message(m.into())));
+        // web3 errors (head, header) map onto the same variants as the raw
+        // block path's, so both classify alike.
+        let w = |e: Web3Error| Failure::from(e);
+        let t = |m: &str| w(Web3Error::Transport(TransportError::Message(m.into())));
         assert_eq!(
             classify(&t("failed to send request: connection refused"), false),
+            Class::Retry
+        );
+        assert_eq!(
+            classify(
+                &Failure::Transport("failed to read response bytes".into()),
+                true
+            ),
             Class::Retry
         );
         assert_eq!(classify(&Failure::Timeout(MS), true), Class::Retry);
@@ -240,17 +275,24 @@ mod tests {
             classify(&Failure::Malformed("x".into()), false),
             Class::Fatal
         );
-        let non_array = Failure::Web3(Web3Error::Decoder("invalid type: string".into()));
+        let non_array = w(Web3Error::Decoder("invalid type: string".into()));
         assert_eq!(classify(&non_array, true), Class::BatchTooLarge);
         assert_eq!(classify(&non_array, false), Class::Retry);
-        let code = |c| Failure::Web3(Web3Error::Transport(TransportError::Code(c)));
+        let short = Failure::BadBatch("unexpected number of responses".into());
+        assert_eq!(classify(&short, true), Class::BatchTooLarge);
+        // A proxy's HTML error page is not a batch refusal.
+        let html = Failure::Undecodable("expected value at line 1 column 1: <html>".into());
+        assert_eq!(classify(&html, true), Class::Retry);
+        let code = |c| w(Web3Error::Transport(TransportError::Code(c)));
         assert_eq!(classify(&code(413), true), Class::BatchTooLarge);
         assert_eq!(classify(&code(429), true), Class::Retry);
+        assert_eq!(classify(&Failure::Status(413), true), Class::BatchTooLarge);
+        assert_eq!(classify(&Failure::Status(401), true), Class::Fatal);
         // The jsonrpc error type is not re-exported by web3; let inference
         // name it from the variant.
         let rpc = |code: i64, message: &str| {
             let obj = serde_json::json!({ "code": code, "message": message });
-            Failure::Web3(Web3Error::Rpc(serde_json::from_value(obj).unwrap()))
+            w(Web3Error::Rpc(serde_json::from_value(obj).unwrap()))
         };
         assert_eq!(classify(&rpc(-32602, "invalid params"), true), Class::Fatal);
         assert_eq!(
@@ -265,6 +307,12 @@ mod tests {
             rpc(-32602, "invalid params").to_string(),
             "json-rpc error -32602: invalid params"
         );
+        let raw = Failure::Rpc {
+            code: -32602,
+            message: "invalid params".into(),
+        };
+        assert_eq!(raw.to_string(), "json-rpc error -32602: invalid params");
+        assert_eq!(classify(&raw, false), Class::Fatal);
     }
 
     #[test]
@@ -273,7 +321,8 @@ mod tests {
         let text = long.to_string();
         assert!(text.len() < MAX_CAUSE_CHARS + 40, "{}", text.len());
         assert!(text.ends_with("..."));
-        let code = Failure::Web3(Web3Error::Transport(TransportError::Code(503)));
+        let code = Failure::from(Web3Error::Transport(TransportError::Code(503)));
         assert_eq!(code.to_string(), "http status 503");
+        assert_eq!(Failure::Status(503).to_string(), "http status 503");
     }
 }

@@ -4,6 +4,8 @@
 
 use std::ops::RangeInclusive;
 
+use serde::Deserialize;
+use serde_json::value::RawValue;
 use serde_json::{Value, json};
 
 use super::HeaderInfo;
@@ -29,17 +31,26 @@ pub(crate) fn block_params(n: u64, full: bool) -> Vec<Value> {
     vec![json!(format!("0x{n:x}")), json!(full)]
 }
 
-/// `null` means "not produced yet"; anything else must be block `n`.
-pub(crate) fn check_block(n: u64, v: Value) -> Result<Option<Value>, Failure> {
-    if v.is_null() {
+/// `null` means "not produced yet"; anything else must be block `n`. Reads
+/// only `number`: the rest of the block stays text.
+pub(crate) fn check_block(n: u64, raw: Box<RawValue>) -> Result<Option<Box<RawValue>>, Failure> {
+    #[derive(Deserialize)]
+    struct Numbered<'a> {
+        #[serde(borrow)]
+        number: Option<&'a str>,
+    }
+    if raw.get() == "null" {
         return Ok(None);
     }
-    match v.get("number").and_then(quantity) {
-        Some(got) if got == n => Ok(Some(v)),
+    let number = serde_json::from_str::<Numbered>(raw.get())
+        .ok()
+        .and_then(|b| b.number);
+    match number.and_then(quantity_str) {
+        Some(got) if got == n => Ok(Some(raw)),
         Some(got) => Err(Failure::Malformed(format!(
             "asked for block {n}, got block {got}"
         ))),
-        None => Err(malformed("block number", v.get("number").unwrap_or(&v))),
+        None => Err(malformed_text("block number", number.unwrap_or(raw.get()))),
     }
 }
 
@@ -63,15 +74,21 @@ pub(crate) fn parse_header(v: &Value) -> Result<HeaderInfo, Failure> {
 }
 
 pub(crate) fn malformed(what: &str, got: &Value) -> Failure {
-    let got = got.to_string();
-    let got = got.get(..80).unwrap_or(&got);
-    Failure::Malformed(format!("bad {what}: {got}"))
+    malformed_text(what, &got.to_string())
+}
+
+fn malformed_text(what: &str, got: &str) -> Failure {
+    let end = got.char_indices().nth(80).map_or(got.len(), |(i, _)| i);
+    Failure::Malformed(format!("bad {what}: {}", &got[..end]))
 }
 
 /// A JSON-RPC quantity: `"0x"`-prefixed hex, no leading zeros required.
 pub(crate) fn quantity(v: &Value) -> Option<u64> {
-    let hex = v.as_str()?.strip_prefix("0x")?;
-    u64::from_str_radix(hex, 16).ok()
+    quantity_str(v.as_str()?)
+}
+
+fn quantity_str(s: &str) -> Option<u64> {
+    u64::from_str_radix(s.strip_prefix("0x")?, 16).ok()
 }
 
 pub(crate) fn hash32(s: &str) -> Option<[u8; 32]> {
@@ -115,17 +132,29 @@ mod tests {
 
     #[test]
     fn blocks_are_checked_against_the_request() {
-        assert!(check_block(3, Value::Null).unwrap().is_none());
-        assert!(
-            check_block(3, json!({ "number": "0x3" }))
-                .unwrap()
-                .is_some()
-        );
-        let err = check_block(3, json!({ "number": "0x4" })).unwrap_err();
+        let raw = |s: &str| RawValue::from_string(s.to_owned()).unwrap();
+        assert!(check_block(3, raw("null")).unwrap().is_none());
+        let text = r#"{"hash":"0x1","number":"0x3","transactions":[{"x":1}]}"#;
+        let ok = check_block(3, raw(text)).unwrap().unwrap();
+        assert_eq!(ok.get(), text, "the block is passed on as it came");
+        let err = check_block(3, raw(r#"{ "number": "0x4" }"#)).unwrap_err();
         assert_eq!(
             err.to_string(),
             "malformed response: asked for block 3, got block 4"
         );
         assert_eq!(classify(&err, true), Class::Fatal);
+        for (bad, shown) in [
+            (r#"{"number":"4"}"#, "4"),
+            (r#"{"number":4}"#, r#"{"number":4}"#),
+            (r#"{"hash":"0x1"}"#, r#"{"hash":"0x1"}"#),
+            (r#""0x3""#, r#""0x3""#),
+        ] {
+            let err = check_block(3, raw(bad)).unwrap_err();
+            assert_eq!(
+                err.to_string(),
+                format!("malformed response: bad block number: {shown}")
+            );
+            assert_eq!(classify(&err, true), Class::Fatal);
+        }
     }
 }

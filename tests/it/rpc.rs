@@ -8,6 +8,7 @@ use std::time::Duration;
 use futures::StreamExt;
 use sender_indexer::rpc::{RpcClient, RpcConfig, RpcError};
 use serde_json::Value;
+use serde_json::value::RawValue;
 
 use crate::support::rpc_server::{Fault, RpcServer, synthetic_block};
 
@@ -36,10 +37,16 @@ fn client(cfg: RpcConfig) -> Arc<RpcClient> {
     Arc::new(RpcClient::new(cfg).expect("valid config"))
 }
 
-fn numbers(blocks: &[Value]) -> Vec<u64> {
+/// A block as the client hands it out (raw JSON text), parsed for checking.
+fn parse(block: &RawValue) -> Value {
+    serde_json::from_str(block.get()).expect("block text is JSON")
+}
+
+fn numbers(blocks: &[Box<RawValue>]) -> Vec<u64> {
     blocks
         .iter()
         .map(|b| {
+            let b = parse(b);
             u64::from_str_radix(b["number"].as_str().unwrap().trim_start_matches("0x"), 16).unwrap()
         })
         .collect()
@@ -63,7 +70,7 @@ async fn stream_delivers_blocks_in_order_across_concurrent_batches() {
         ..config(&server.url())
     });
 
-    let got: Vec<Value> = within(
+    let got: Vec<Box<RawValue>> = within(
         Arc::clone(&rpc)
             .block_stream(0..=1999)
             .map(|r| r.unwrap())
@@ -71,8 +78,11 @@ async fn stream_delivers_blocks_in_order_across_concurrent_batches() {
     )
     .await;
     assert_eq!(numbers(&got), (0..2000).collect::<Vec<_>>());
+    // The text is the server's block, byte for byte equivalent as JSON.
+    let b5 = parse(&got[5]);
+    assert_eq!(b5, synthetic_block(5, 2));
     assert!(
-        got[5]["transactions"][0].is_object(),
+        b5["transactions"][0].is_object(),
         "full transactions expected"
     );
     assert!(server.max_concurrent() > 1, "batches were not concurrent");
@@ -165,7 +175,7 @@ async fn adapts_to_a_provider_batch_cap() {
         ..config(&server.url())
     });
 
-    let got: Vec<Value> = within(
+    let got: Vec<Box<RawValue>> = within(
         Arc::clone(&rpc)
             .block_stream(0..=299)
             .map(|r| r.unwrap())
@@ -279,14 +289,19 @@ async fn header_gives_hashes_for_reorg_checks() {
     let rpc = client(config(&server.url()));
     let h = within(rpc.header(42)).await.unwrap().unwrap();
     let blocks = rpc.blocks(41..=42).await.unwrap();
-    let hash = |v: &Value| {
+    let hash = |b: &RawValue| {
         let mut out = [0u8; 32];
-        hex::decode_to_slice(v.as_str().unwrap().trim_start_matches("0x"), &mut out).unwrap();
+        let b = parse(b);
+        hex::decode_to_slice(
+            b["hash"].as_str().unwrap().trim_start_matches("0x"),
+            &mut out,
+        )
+        .unwrap();
         out
     };
     assert_eq!(h.number, 42);
-    assert_eq!(h.hash, hash(&blocks[1]["hash"]));
-    assert_eq!(h.parent_hash, hash(&blocks[0]["hash"]));
+    assert_eq!(h.hash, hash(&blocks[1]));
+    assert_eq!(h.parent_hash, hash(&blocks[0]));
     assert_eq!(within(rpc.header(1000)).await.unwrap(), None);
 }
 
