@@ -335,3 +335,88 @@ async fn write(
     }
     Ok(Step::Done)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const H1: &str = "0x1111111111111111111111111111111111111111111111111111111111111111";
+    const H2: &str = "0x2222222222222222222222222222222222222222222222222222222222222222";
+
+    fn block(txs: &str) -> String {
+        format!(
+            r#"{{"number":"0x2a","hash":"{H1}","parentHash":"{H2}","timestamp":"0x64","uncles":[],"transactions":{txs},"size":"0x1"}}"#
+        )
+    }
+
+    #[test]
+    fn splits_header_and_transaction_slices() {
+        let text = block(r#"[ {"hash":"0x01"} , {"nonce":"0x2","blobs":["0xabcd"]}]"#);
+        let (head, ranges) = split_block(&text).unwrap();
+        assert_eq!(
+            head,
+            BlockHead {
+                number: 42,
+                hash: [0x11; 32],
+                parent_hash: [0x22; 32],
+                timestamp: 100,
+            }
+        );
+        let slices: Vec<_> = ranges.iter().map(|r| &text[r.clone()]).collect();
+        assert_eq!(
+            slices,
+            [
+                r#"{"hash":"0x01"}"#,
+                r#"{"nonce":"0x2","blobs":["0xabcd"]}"#
+            ]
+        );
+        for empty in ["[]", "null"] {
+            assert!(split_block(&block(empty)).unwrap().1.is_empty(), "{empty}");
+        }
+    }
+
+    #[test]
+    fn malformed_blocks_name_the_problem() {
+        let hashes = block(&format!(r#"["{H1}"]"#));
+        let err = split_block(&hashes).unwrap_err().to_string();
+        assert!(
+            err.contains("expected full transaction objects (eth_getBlockByNumber with true)"),
+            "{err}"
+        );
+        assert!(err.contains(H1), "{err}");
+        let no_ts = block("[]").replace(r#""timestamp":"0x64","#, "");
+        assert_eq!(
+            split_block(&no_ts).unwrap_err(),
+            DecodeError::Missing("timestamp")
+        );
+        let bad_hash = block("[]").replace(H1, "0x11");
+        assert!(matches!(
+            split_block(&bad_hash).unwrap_err(),
+            DecodeError::Field { field: "hash", .. }
+        ));
+        let err = split_block("[1,2]").unwrap_err().to_string();
+        assert!(
+            err.starts_with("not a JSON object: expected a block object"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn a_malformed_transaction_fails_in_place() {
+        // A hash among objects (a proxy mixing answers) is decoded like any
+        // other entry and fails alone, with a decode error naming the JSON
+        // problem; `assemble` adds block and index.
+        let text = r#"[{"type":"0x0"},"0xab",{"type":"zz"}]"#;
+        let ranges = [1..15, 16..22, 23..36];
+        assert_eq!(&text[ranges[1].clone()], r#""0xab""#);
+        let got = recover_chunk(text, &ranges);
+        assert_eq!(got.len(), 3);
+        assert!(got[0].is_ok(), "{:?}", got[0]);
+        assert!(matches!(got[1], Err(DecodeError::Json(_))), "{:?}", got[1]);
+        assert!(
+            matches!(got[2], Err(DecodeError::Field { field: "type", .. })),
+            "{:?}",
+            got[2]
+        );
+    }
+}
