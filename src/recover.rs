@@ -25,7 +25,7 @@ use std::thread::JoinHandle;
 use once_cell::sync::Lazy;
 use secp256k1::ecdsa::{RecoverableSignature, RecoveryId};
 use secp256k1::{Message, Secp256k1, VerifyOnly};
-use serde_json::Value;
+use std::ops::Range;
 use tokio::sync::{Semaphore, oneshot};
 
 use crate::decode::{Address, Authorization, B256, DecodeError, PayloadError, Tx, U256, keccak};
@@ -192,12 +192,16 @@ pub struct RecoveredBlock {
     pub txs: Vec<RecoveredTx>,
 }
 
-/// Decodes and recovers a chunk of JSON transaction objects, in order. A
-/// malformed object yields its `DecodeError` in place; the rest go on.
-pub fn recover_values(txs: &[Value]) -> Vec<Result<RecoveredTx, DecodeError>> {
-    txs.iter()
-        .map(|v| {
-            let tx = Tx::from_value(v)?;
+/// Decodes and recovers the transactions at `ranges` of a block's text, in
+/// order. A malformed one yields its `DecodeError` in place; the rest go on.
+pub fn recover_slices(
+    text: &str,
+    ranges: &[Range<usize>],
+) -> Vec<Result<RecoveredTx, DecodeError>> {
+    ranges
+        .iter()
+        .map(|r| {
+            let tx = Tx::from_json(&text[r.clone()])?;
             let recovered = recover_tx(&tx);
             Ok(RecoveredTx { tx, recovered })
         })
@@ -386,5 +390,24 @@ mod tests {
                 Err(_) => assert_eq!(i, 5),
             }
         }
+    }
+
+    #[test]
+    fn a_malformed_transaction_fails_in_place() {
+        // A hash among objects (a proxy mixing answers) is decoded like any
+        // other entry and fails alone, with a decode error naming the JSON
+        // problem; `assemble` adds block and index.
+        let text = r#"[{"type":"0x0"},"0xab",{"type":"zz"}]"#;
+        let ranges = [1..15, 16..22, 23..36];
+        assert_eq!(&text[ranges[1].clone()], r#""0xab""#);
+        let got = recover_slices(text, &ranges);
+        assert_eq!(got.len(), 3);
+        assert!(got[0].is_ok(), "{:?}", got[0]);
+        assert!(matches!(got[1], Err(DecodeError::Json(_))), "{:?}", got[1]);
+        assert!(
+            matches!(got[2], Err(DecodeError::Field { field: "type", .. })),
+            "{:?}",
+            got[2]
+        );
     }
 }

@@ -12,7 +12,10 @@
 //! here a missing signature field is simply `None`.
 
 use serde::Deserialize;
+use std::ops::Range;
+
 use serde_json::Value;
+use serde_json::value::RawValue;
 
 mod signing;
 pub use signing::keccak;
@@ -417,60 +420,65 @@ impl Tx {
     }
 }
 
-/// A block header plus its transactions, still as JSON values: decoding the
-/// transactions is CPU work that belongs on the recovery pool.
-#[derive(Debug, Clone)]
-pub struct RawBlock {
+/// The header fields a block row needs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BlockHeader {
     pub number: u64,
     pub hash: B256,
     pub parent_hash: B256,
     pub timestamp: u64,
-    pub transactions: Vec<Value>,
 }
 
-impl RawBlock {
-    /// Splits a full block object (`eth_getBlockByNumber(n, true)`).
-    pub fn from_value(mut v: Value) -> Result<RawBlock, DecodeError> {
-        let field = |v: &Value, name: &'static str| -> Result<String, DecodeError> {
-            match v.get(name) {
-                Some(Value::String(s)) => Ok(s.clone()),
-                Some(other) => Err(bad(name, "expected a hex string", &other.to_string())),
-                None => Err(DecodeError::Missing(name)),
-            }
-        };
-        if !v.is_object() {
-            return Err(DecodeError::Json(format!(
-                "expected a block object, got {v}"
-            )));
-        }
-        let number = parse_u64("number", &field(&v, "number")?)?;
-        let hash = parse_fixed("hash", &field(&v, "hash")?)?;
-        let parent_hash = parse_fixed("parentHash", &field(&v, "parentHash")?)?;
-        let timestamp = parse_u64("timestamp", &field(&v, "timestamp")?)?;
-        let transactions = match v.get_mut("transactions").map(Value::take) {
-            Some(Value::Array(txs)) => txs,
-            Some(Value::Null) | None => Vec::new(),
-            Some(other) => {
-                return Err(bad("transactions", "expected an array", &other.to_string()));
-            }
-        };
-        if let Some(first) = transactions.first() {
-            if !first.is_object() {
-                return Err(bad(
-                    "transactions",
-                    "expected full transaction objects (eth_getBlockByNumber with true)",
-                    &first.to_string(),
-                ));
-            }
-        }
-        Ok(RawBlock {
-            number,
-            hash,
-            parent_hash,
-            timestamp,
-            transactions,
-        })
+/// A full block as the node sends it, borrowing from its text; fields the
+/// index does not need are skipped unparsed.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct BlockWire<'a> {
+    #[serde(borrow)]
+    number: Option<&'a str>,
+    #[serde(borrow)]
+    hash: Option<&'a str>,
+    #[serde(borrow)]
+    parent_hash: Option<&'a str>,
+    #[serde(borrow)]
+    timestamp: Option<&'a str>,
+    #[serde(borrow, default)]
+    transactions: Option<Vec<&'a RawValue>>,
+}
+
+/// Reads a full block's header and where each transaction's JSON lies in
+/// `text` (byte ranges), without building a value tree.
+pub fn split_block(text: &str) -> Result<(BlockHeader, Vec<Range<usize>>), DecodeError> {
+    let wire: BlockWire = serde_json::from_str(text)
+        .map_err(|e| DecodeError::Json(format!("expected a block object: {e}")))?;
+    fn field<'a>(name: &'static str, v: Option<&'a str>) -> Result<&'a str, DecodeError> {
+        v.ok_or(DecodeError::Missing(name))
     }
+    let head = BlockHeader {
+        number: parse_u64("number", field("number", wire.number)?)?,
+        hash: parse_fixed("hash", field("hash", wire.hash)?)?,
+        parent_hash: parse_fixed("parentHash", field("parentHash", wire.parent_hash)?)?,
+        timestamp: parse_u64("timestamp", field("timestamp", wire.timestamp)?)?,
+    };
+    let base = text.as_ptr() as usize;
+    let mut txs = Vec::new();
+    for raw in wire.transactions.unwrap_or_default() {
+        let tx = raw.get();
+        // Hashes instead of objects: the node ignored `true`, or a proxy
+        // rewrote the call. Say so rather than fail on every transaction.
+        if !tx.starts_with('{') {
+            let shown: String = tx.chars().take(80).collect();
+            return Err(DecodeError::Field {
+                field: "transactions",
+                problem: "expected full transaction objects (eth_getBlockByNumber with true)",
+                value: shown,
+            });
+        }
+        // `raw` borrows from `text`, so its offset is a plain subtraction.
+        let start = tx.as_ptr() as usize - base;
+        txs.push(start..start + tx.len());
+    }
+    Ok((head, txs))
 }
 
 pub fn hex0x(bytes: &[u8]) -> String {
@@ -544,5 +552,66 @@ mod tests {
         assert!(err.to_string().contains("hash"), "{err}");
         let err = Tx::from_json(r#"{"nonce":7}"#).unwrap_err();
         assert!(matches!(err, DecodeError::Json(_)), "{err}");
+    }
+
+    const H1: &str = "0x1111111111111111111111111111111111111111111111111111111111111111";
+    const H2: &str = "0x2222222222222222222222222222222222222222222222222222222222222222";
+
+    fn block(txs: &str) -> String {
+        format!(
+            r#"{{"number":"0x2a","hash":"{H1}","parentHash":"{H2}","timestamp":"0x64","uncles":[],"transactions":{txs},"size":"0x1"}}"#
+        )
+    }
+
+    #[test]
+    fn splits_header_and_transaction_slices() {
+        let text = block(r#"[ {"hash":"0x01"} , {"nonce":"0x2","blobs":["0xabcd"]}]"#);
+        let (head, ranges) = split_block(&text).unwrap();
+        assert_eq!(
+            head,
+            BlockHeader {
+                number: 42,
+                hash: [0x11; 32],
+                parent_hash: [0x22; 32],
+                timestamp: 100,
+            }
+        );
+        let slices: Vec<_> = ranges.iter().map(|r| &text[r.clone()]).collect();
+        assert_eq!(
+            slices,
+            [
+                r#"{"hash":"0x01"}"#,
+                r#"{"nonce":"0x2","blobs":["0xabcd"]}"#
+            ]
+        );
+        for empty in ["[]", "null"] {
+            assert!(split_block(&block(empty)).unwrap().1.is_empty(), "{empty}");
+        }
+    }
+
+    #[test]
+    fn malformed_blocks_name_the_problem() {
+        let hashes = block(&format!(r#"["{H1}"]"#));
+        let err = split_block(&hashes).unwrap_err().to_string();
+        assert!(
+            err.contains("expected full transaction objects (eth_getBlockByNumber with true)"),
+            "{err}"
+        );
+        assert!(err.contains(H1), "{err}");
+        let no_ts = block("[]").replace(r#""timestamp":"0x64","#, "");
+        assert_eq!(
+            split_block(&no_ts).unwrap_err(),
+            DecodeError::Missing("timestamp")
+        );
+        let bad_hash = block("[]").replace(H1, "0x11");
+        assert!(matches!(
+            split_block(&bad_hash).unwrap_err(),
+            DecodeError::Field { field: "hash", .. }
+        ));
+        let err = split_block("[1,2]").unwrap_err().to_string();
+        assert!(
+            err.starts_with("not a JSON object: expected a block object"),
+            "{err}"
+        );
     }
 }

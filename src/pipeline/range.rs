@@ -20,19 +20,16 @@
 //! even inline blob data), and the pool parses each transaction straight
 //! from its slice.
 
-use std::ops::Range;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use anyhow::{Context as _, anyhow, bail};
 use futures::StreamExt;
-use serde::Deserialize;
 use serde_json::value::RawValue;
 use tokio::sync::{mpsc, oneshot};
 
 use super::Ctx;
-use crate::decode::{B256, DecodeError, Tx, hex0x, parse_fixed, parse_u64};
-use crate::recover::{RecoveredBlock, RecoveredTx, recover_tx};
+use crate::decode::{BlockHeader, DecodeError, hex0x, split_block};
+use crate::recover::{RecoveredBlock, RecoveredTx, recover_slices};
 use crate::store::StoreError;
 
 /// Transactions per recovery job: ~3 ms of work, so queueing overhead is
@@ -57,93 +54,18 @@ pub enum Step {
 
 type ChunkResult = Vec<Result<RecoveredTx, DecodeError>>;
 
-/// The header fields a block row needs.
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct BlockHead {
-    number: u64,
-    hash: B256,
-    parent_hash: B256,
-    timestamp: u64,
-}
-
 struct Pending {
-    header: BlockHead,
+    header: BlockHeader,
     tx_count: usize,
     chunks: Vec<oneshot::Receiver<ChunkResult>>,
-}
-
-/// A full block as the node sends it, borrowing from its text; fields the
-/// index does not need are skipped unparsed.
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct BlockWire<'a> {
-    #[serde(borrow)]
-    number: Option<&'a str>,
-    #[serde(borrow)]
-    hash: Option<&'a str>,
-    #[serde(borrow)]
-    parent_hash: Option<&'a str>,
-    #[serde(borrow)]
-    timestamp: Option<&'a str>,
-    #[serde(borrow, default)]
-    transactions: Option<Vec<&'a RawValue>>,
-}
-
-/// Reads a full block's header and where each transaction's JSON lies in
-/// `text` (byte ranges), without building a value tree.
-fn split_block(text: &str) -> Result<(BlockHead, Vec<Range<usize>>), DecodeError> {
-    let wire: BlockWire = serde_json::from_str(text)
-        .map_err(|e| DecodeError::Json(format!("expected a block object: {e}")))?;
-    fn field<'a>(name: &'static str, v: Option<&'a str>) -> Result<&'a str, DecodeError> {
-        v.ok_or(DecodeError::Missing(name))
-    }
-    let head = BlockHead {
-        number: parse_u64("number", field("number", wire.number)?)?,
-        hash: parse_fixed("hash", field("hash", wire.hash)?)?,
-        parent_hash: parse_fixed("parentHash", field("parentHash", wire.parent_hash)?)?,
-        timestamp: parse_u64("timestamp", field("timestamp", wire.timestamp)?)?,
-    };
-    let base = text.as_ptr() as usize;
-    let mut txs = Vec::new();
-    for raw in wire.transactions.unwrap_or_default() {
-        let tx = raw.get();
-        // Hashes instead of objects: the node ignored `true`, or a proxy
-        // rewrote the call. Say so rather than fail on every transaction.
-        if !tx.starts_with('{') {
-            let shown: String = tx.chars().take(80).collect();
-            return Err(DecodeError::Field {
-                field: "transactions",
-                problem: "expected full transaction objects (eth_getBlockByNumber with true)",
-                value: shown,
-            });
-        }
-        // `raw` borrows from `text`, so its offset is a plain subtraction.
-        let start = tx.as_ptr() as usize - base;
-        txs.push(start..start + tx.len());
-    }
-    Ok((head, txs))
-}
-
-/// Decodes and recovers the transactions at `ranges` of a block's text, in
-/// order. A malformed one yields its `DecodeError` in place; the rest go on.
-fn recover_chunk(text: &str, ranges: &[Range<usize>]) -> ChunkResult {
-    ranges
-        .iter()
-        .map(|r| {
-            let tx = Tx::from_json(&text[r.clone()])?;
-            let recovered = recover_tx(&tx);
-            Ok(RecoveredTx { tx, recovered })
-        })
-        .collect()
 }
 
 pub async fn index_range(ctx: &Ctx, from: u64, to: u64) -> anyhow::Result<Step> {
     let (pending_tx, pending_rx) = mpsc::channel::<Pending>(PENDING_BLOCKS);
     let (batch_tx, batch_rx) = mpsc::channel::<Vec<RecoveredBlock>>(1);
-    let last_written = AtomicU64::new(0);
     let submit = submit(ctx, from, to, pending_tx);
     let collect = collect(ctx, pending_rx, batch_tx);
-    let write = write(ctx, batch_rx, &last_written);
+    let write = write(ctx, batch_rx);
     let (submitted, (), written) = tokio::try_join!(submit, collect, write)?;
     Ok(match written {
         Step::Reorg { at } => Step::Reorg { at },
@@ -187,7 +109,7 @@ async fn submit(
             let (text, chunk) = (Arc::clone(&text), chunk.to_vec());
             chunks.push(
                 ctx.pool
-                    .spawn(move || recover_chunk(text.get(), &chunk))
+                    .spawn(move || recover_slices(text.get(), &chunk))
                     .await,
             );
         }
@@ -298,7 +220,6 @@ async fn assemble(ctx: &Ctx, p: Pending) -> anyhow::Result<RecoveredBlock> {
 async fn write(
     ctx: &Ctx,
     mut batch_rx: mpsc::Receiver<Vec<RecoveredBlock>>,
-    last_written: &AtomicU64,
 ) -> anyhow::Result<Step> {
     let mut progress = ctx.progress.lock().await;
     while let Some(batch) = batch_rx.recv().await {
@@ -312,7 +233,6 @@ async fn write(
                 m.blocks.inc_by(batch.len() as u64);
                 m.txs.inc_by(batch.iter().map(|b| b.txs.len() as u64).sum());
                 m.set_indexed(last_n);
-                last_written.store(last_n, Ordering::Relaxed);
                 if outcome.blocks_replaced > 0 {
                     tracing::warn!(target: "indexer::store", first = first_n, last = last_n, replaced = outcome.blocks_replaced, "replaced stored blocks whose hash changed");
                 }
@@ -334,89 +254,4 @@ async fn write(
         }
     }
     Ok(Step::Done)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    const H1: &str = "0x1111111111111111111111111111111111111111111111111111111111111111";
-    const H2: &str = "0x2222222222222222222222222222222222222222222222222222222222222222";
-
-    fn block(txs: &str) -> String {
-        format!(
-            r#"{{"number":"0x2a","hash":"{H1}","parentHash":"{H2}","timestamp":"0x64","uncles":[],"transactions":{txs},"size":"0x1"}}"#
-        )
-    }
-
-    #[test]
-    fn splits_header_and_transaction_slices() {
-        let text = block(r#"[ {"hash":"0x01"} , {"nonce":"0x2","blobs":["0xabcd"]}]"#);
-        let (head, ranges) = split_block(&text).unwrap();
-        assert_eq!(
-            head,
-            BlockHead {
-                number: 42,
-                hash: [0x11; 32],
-                parent_hash: [0x22; 32],
-                timestamp: 100,
-            }
-        );
-        let slices: Vec<_> = ranges.iter().map(|r| &text[r.clone()]).collect();
-        assert_eq!(
-            slices,
-            [
-                r#"{"hash":"0x01"}"#,
-                r#"{"nonce":"0x2","blobs":["0xabcd"]}"#
-            ]
-        );
-        for empty in ["[]", "null"] {
-            assert!(split_block(&block(empty)).unwrap().1.is_empty(), "{empty}");
-        }
-    }
-
-    #[test]
-    fn malformed_blocks_name_the_problem() {
-        let hashes = block(&format!(r#"["{H1}"]"#));
-        let err = split_block(&hashes).unwrap_err().to_string();
-        assert!(
-            err.contains("expected full transaction objects (eth_getBlockByNumber with true)"),
-            "{err}"
-        );
-        assert!(err.contains(H1), "{err}");
-        let no_ts = block("[]").replace(r#""timestamp":"0x64","#, "");
-        assert_eq!(
-            split_block(&no_ts).unwrap_err(),
-            DecodeError::Missing("timestamp")
-        );
-        let bad_hash = block("[]").replace(H1, "0x11");
-        assert!(matches!(
-            split_block(&bad_hash).unwrap_err(),
-            DecodeError::Field { field: "hash", .. }
-        ));
-        let err = split_block("[1,2]").unwrap_err().to_string();
-        assert!(
-            err.starts_with("not a JSON object: expected a block object"),
-            "{err}"
-        );
-    }
-
-    #[test]
-    fn a_malformed_transaction_fails_in_place() {
-        // A hash among objects (a proxy mixing answers) is decoded like any
-        // other entry and fails alone, with a decode error naming the JSON
-        // problem; `assemble` adds block and index.
-        let text = r#"[{"type":"0x0"},"0xab",{"type":"zz"}]"#;
-        let ranges = [1..15, 16..22, 23..36];
-        assert_eq!(&text[ranges[1].clone()], r#""0xab""#);
-        let got = recover_chunk(text, &ranges);
-        assert_eq!(got.len(), 3);
-        assert!(got[0].is_ok(), "{:?}", got[0]);
-        assert!(matches!(got[1], Err(DecodeError::Json(_))), "{:?}", got[1]);
-        assert!(
-            matches!(got[2], Err(DecodeError::Field { field: "type", .. })),
-            "{:?}",
-            got[2]
-        );
-    }
 }

@@ -7,14 +7,24 @@ use k256::ecdsa::{RecoveryId as KRecoveryId, Signature as KSignature, VerifyingK
 use serde_json::{Value, json};
 use sha3::{Digest, Keccak256};
 
+use sender_indexer::decode::DecodeError;
+use sender_indexer::decode::split_block;
 use sender_indexer::decode::{Tx, U256, hex0x, parse_u256};
-use sender_indexer::recover::{RecoverError, recover_tx, recover_values};
+use sender_indexer::recover::{RecoverError, RecoveredTx, recover_slices, recover_tx};
 
 use crate::support::fixtures;
 
 fn sender_of(v: &Value) -> Result<String, RecoverError> {
     let tx = Tx::from_value(v).expect("fixture decodes");
     recover_tx(&tx).sender.map(|a| hex0x(&a))
+}
+
+/// What the pipeline does with a block's text: split it, then decode and
+/// recover every transaction slice.
+fn recover_block(block: &Value) -> Vec<Result<RecoveredTx, DecodeError>> {
+    let text = block.to_string();
+    let (_, ranges) = split_block(&text).expect("block splits");
+    recover_slices(&text, &ranges)
 }
 
 fn from_of(v: &Value) -> String {
@@ -79,7 +89,7 @@ fn every_transaction_of_every_whole_block_recovers() {
     let mut checked = 0;
     for (name, block) in fixtures::blocks() {
         let txs = block["transactions"].as_array().unwrap();
-        for (i, r) in recover_values(txs).into_iter().enumerate() {
+        for (i, r) in recover_block(&block).into_iter().enumerate() {
             let r = r.unwrap_or_else(|e| panic!("{name} tx {i}: {e}"));
             let sender = r
                 .recovered
@@ -408,7 +418,11 @@ fn a_bad_transaction_never_stops_its_neighbours() {
         "sourceHash": good["hash"], "mint": "0x0", "value": "0x0", "gas": "0xf4240",
         "isSystemTx": false, "input": "0x", "nonce": "0x1", "v": "0x0", "r": "0x0", "s": "0x0"
     });
-    let out = recover_values(&[good.clone(), bad_sig, bad_hex, deposit, good.clone()]);
+    let block = json!({
+        "number": "0x1", "hash": good["hash"], "parentHash": good["hash"], "timestamp": "0x1",
+        "transactions": [good.clone(), bad_sig, bad_hex, deposit, good.clone()],
+    });
+    let out = recover_block(&block);
     assert!(out[0].as_ref().unwrap().recovered.sender.is_ok());
     assert_eq!(
         out[1].as_ref().unwrap().recovered.sender,
