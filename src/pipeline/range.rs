@@ -81,7 +81,7 @@ async fn submit(
     pending_tx: mpsc::Sender<Pending>,
 ) -> anyhow::Result<Step> {
     let mut shutdown = ctx.shutdown.clone();
-    let mut blocks = std::sync::Arc::clone(&ctx.rpc).block_stream(from..=to);
+    let mut blocks = Arc::clone(&ctx.rpc).block_stream(from..=to);
     let mut expected = from;
     loop {
         let item = tokio::select! {
