@@ -54,6 +54,7 @@ pub struct IndexSettings {
     pub write_batch_txs: usize,
     pub write_batch_blocks: usize,
     pub strict: bool,
+    pub defer_indexes_min_blocks: u64,
 }
 
 #[derive(Clone, Debug, Deserialize)]

@@ -13,6 +13,7 @@ use std::time::Duration;
 use anyhow::bail;
 use futures::StreamExt;
 
+use super::defer_indexes::LookupIndexes;
 use super::{Ctx, Step, index_range};
 use crate::config::Settings;
 use crate::decode::hex0x;
@@ -39,21 +40,27 @@ pub async fn backfill(ctx: &Ctx, from: u64, to: u64) -> anyhow::Result<ConvergeE
     };
     ctx.progress.lock().await.set_total(to + 1 - next);
     ctx.metrics.set_head(to);
+    let mut indexes = LookupIndexes::open(ctx).await?;
+    if next <= to {
+        indexes.before_range(ctx, next, to).await?;
+    }
     let mut strikes = Strikes::default();
-    loop {
+    let end = loop {
         if next > to {
-            return Ok(ConvergeEnd::Complete);
+            break ConvergeEnd::Complete;
         }
         match index_range(ctx, next, to).await? {
-            Step::Done => return Ok(ConvergeEnd::Complete),
-            Step::Shutdown => return Ok(ConvergeEnd::Shutdown),
+            Step::Done => break ConvergeEnd::Complete,
+            Step::Shutdown => break ConvergeEnd::Shutdown,
             Step::Reorg { at } => {
                 next = reorg(ctx, at, &mut strikes)
                     .await?
                     .map_or(from, |a| (a + 1).max(from))
             }
         }
-    }
+    };
+    indexes.finish(ctx).await?;
+    Ok(end)
 }
 
 /// Follows the head. `from`: where to start (for `follow --from`, or the
@@ -73,23 +80,31 @@ pub async fn follow(ctx: &Ctx, from: Option<u64>, sync: bool) -> anyhow::Result<
     let mut heads = subscribe(ctx).await;
     let mut shutdown = ctx.shutdown.clone();
     let mut strikes = Strikes::default();
+    let mut indexes = LookupIndexes::open(ctx).await?;
     loop {
         if shutdown.requested() {
+            indexes.finish(ctx).await?;
             return Ok(ConvergeEnd::Shutdown);
         }
         let head = ctx.rpc.head().await?;
         ctx.metrics.set_head(head);
         let target = head.saturating_sub(f.confirmations);
         if next <= target {
+            indexes.before_range(ctx, next, target).await?;
             match index_range(ctx, next, target).await? {
                 Step::Done => next = target + 1,
-                Step::Shutdown => return Ok(ConvergeEnd::Shutdown),
+                Step::Shutdown => {
+                    indexes.finish(ctx).await?;
+                    return Ok(ConvergeEnd::Shutdown);
+                }
                 Step::Reorg { at } => {
                     next = reorg(ctx, at, &mut strikes).await?.map_or(start, |a| a + 1)
                 }
             }
             continue;
         }
+        // Caught up: a bulk load (the catch-up of `sync`) is over.
+        indexes.finish(ctx).await?;
         // At the head: make sure the node still has our tip. A node behind
         // us with our hashes (a lagging replica) is waited out; one with
         // other hashes has reorged, possibly at the same height.
@@ -274,6 +289,16 @@ pub async fn status_report(settings: &Settings, store: &Store) -> anyhow::Result
     }
     for (table, rows) in &s.rows {
         writeln!(out, "rows {table:<14} {rows}")?;
+    }
+    let missing = store.missing_lookup_indexes().await?;
+    if missing.is_empty() {
+        writeln!(out, "lookup indexes: ok")?;
+    } else {
+        writeln!(
+            out,
+            "lookup indexes: missing {} (dropped for a bulk load that has not finished; the next backfill, sync or follow builds them)",
+            missing.join(", ")
+        )?;
     }
     let mut quick = settings.clone();
     quick.rpc.max_retries = 1;

@@ -4,6 +4,7 @@
 //! (a configured URL, or the embedded cluster), metrics and shutdown; the
 //! stages themselves do the work.
 
+mod defer_indexes;
 mod follow;
 mod range;
 

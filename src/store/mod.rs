@@ -8,6 +8,7 @@
 //! write/undo pair of reth's stages). This module knows nothing of RPC.
 
 mod copy;
+mod indexes;
 pub mod query;
 
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
@@ -16,6 +17,7 @@ use sqlx::{AssertSqlSafe, Connection, PgConnection, PgPool, Row};
 use crate::decode::{B256, hex0x};
 use crate::recover::RecoveredBlock;
 use copy::CopyBuf;
+pub use indexes::LOOKUP_INDEXES;
 
 /// The schema, embedded from `migrations/` and applied at start.
 pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!();

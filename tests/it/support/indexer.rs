@@ -35,7 +35,17 @@ pub fn run_ok(rpc_url: &str, db_url: &str, args: &[&str]) -> Output {
 
 /// Runs to completion (killed after [`RUN_LIMIT`]), whatever its status.
 pub fn run(rpc_url: &str, db_url: &str, args: &[&str]) -> Output {
-    let child = spawn(rpc_url, db_url, args);
+    finish(command(rpc_url, db_url, args), args)
+}
+
+/// Runs `cmd` (from [`command`], adjusted) to completion, killed after
+/// [`RUN_LIMIT`]; `args` only name it in the panic.
+pub fn finish(mut cmd: Command, args: &[&str]) -> Output {
+    let child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn sender-indexer");
     let pid = child.id();
     let (done_tx, done_rx) = std::sync::mpsc::channel();
     let waiter = std::thread::spawn(move || {

@@ -1,0 +1,96 @@
+//! When the lookup indexes (sender, hash, authority) are kept up to date
+//! row by row, and when they are dropped for a bulk load and built once at
+//! its end: the decision only; `store` runs the statements.
+//!
+//! A range is loaded without them when the blocks it adds (those not
+//! stored yet) are at least `index.defer_indexes_min_blocks` and at least
+//! as many as are already stored (rebuilding costs a sort of the whole
+//! table, which pays off only when the load is a large share of it). Whoever finds them
+//! missing at a point where it does not defer (the end of a backfill, a
+//! follower caught up with the head, the next run after a crash) builds
+//! them, so they are never missing for longer than a bulk load.
+
+use super::Ctx;
+
+/// Whether `new` blocks, on top of `stored`, are loaded without the lookup
+/// indexes. `min_blocks` 0 never defers.
+pub fn should_defer(new: u64, stored: u64, min_blocks: u64) -> bool {
+    min_blocks > 0 && new >= min_blocks && new >= stored
+}
+
+/// The state of the lookup indexes during one run.
+pub struct LookupIndexes {
+    /// Dropped (by this run or an interrupted earlier one) and not rebuilt.
+    deferred: bool,
+}
+
+impl LookupIndexes {
+    /// Notes whether an earlier run left the indexes missing.
+    pub async fn open(ctx: &Ctx) -> anyhow::Result<Self> {
+        let missing = ctx.store.missing_lookup_indexes().await?;
+        if !missing.is_empty() {
+            tracing::info!(target: "indexer", missing = %missing.join(", "), "lookup indexes are missing (an earlier bulk load did not finish); they are built once this run stops loading in bulk");
+        }
+        Ok(LookupIndexes {
+            deferred: !missing.is_empty(),
+        })
+    }
+
+    /// Called before indexing `from..=to`: drops the indexes for a bulk
+    /// load, or builds them when this range is not one.
+    pub async fn before_range(&mut self, ctx: &Ctx, from: u64, to: u64) -> anyhow::Result<()> {
+        let min = ctx.settings.index.defer_indexes_min_blocks;
+        let blocks = to.saturating_sub(from) + 1;
+        let mut new = blocks;
+        let defer = min > 0 && blocks >= min && {
+            let (stored, within) = ctx.store.stored_blocks(from, to).await?;
+            new = blocks - within;
+            should_defer(new, stored, min)
+        };
+        match (defer, self.deferred) {
+            (true, false) => {
+                tracing::info!(target: "indexer", new_blocks = new, "bulk load: dropping the lookup indexes (sender, hash, authority) until the range is indexed; one sorted build at the end is cheaper than keeping them current");
+                ctx.store.drop_lookup_indexes().await?;
+                self.deferred = true;
+            }
+            (false, true) => self.finish(ctx).await?,
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// Builds the indexes if they are deferred: at the end of a bulk load,
+    /// including one stopped by a signal.
+    pub async fn finish(&mut self, ctx: &Ctx) -> anyhow::Result<()> {
+        if self.deferred {
+            tracing::info!(target: "indexer", "building the lookup indexes (sender, hash, authority)");
+            let started = std::time::Instant::now();
+            ctx.store.build_lookup_indexes().await?;
+            tracing::info!(target: "indexer", secs = format!("{:.1}", started.elapsed().as_secs_f64()), "lookup indexes built");
+            self.deferred = false;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::should_defer;
+
+    #[test]
+    fn defers_only_large_loads_that_dominate_the_table() {
+        // An empty database and a long range: defer.
+        assert!(should_defer(1_000, 0, 1_000));
+        assert!(should_defer(50_000, 10_000, 1_000));
+        // Shorter than the minimum.
+        assert!(!should_defer(999, 0, 1_000));
+        // Long, but a small share of what is stored: keep them current.
+        assert!(!should_defer(10_000, 20_000_000, 1_000));
+        // Exactly as many as stored: the rebuild sorts twice the load; still a win.
+        assert!(should_defer(5_000, 5_000, 1_000));
+        // A rerun over stored blocks adds nothing.
+        assert!(!should_defer(0, 5_000, 1_000));
+        // 0 disables deferral.
+        assert!(!should_defer(1_000_000, 0, 0));
+    }
+}

@@ -1,0 +1,99 @@
+//! The lookup indexes: `transactions.sender`, `transactions.hash` and
+//! `authorizations.authority`, what users query by. Keeping them current
+//! row by row is the costliest part of a bulk load (random inserts into
+//! three B-trees: about half of PostgreSQL's CPU in `cargo bench --bench
+//! backfill`), while one sorted `CREATE INDEX` after the load costs a
+//! fraction of that, so a large backfill may drop them and build them at
+//! its end. This module only runs the statements; `pipeline` decides when.
+//!
+//! The definitions repeat the initial migration's exactly (same names,
+//! same columns), so a build after a drop restores the migrated schema.
+
+use std::time::Instant;
+
+use super::{Result, Store};
+
+/// Name and definition of each lookup index.
+pub const LOOKUP_INDEXES: [(&str, &str); 3] = [
+    (
+        "transactions_sender_idx",
+        "CREATE INDEX IF NOT EXISTS transactions_sender_idx ON transactions (sender)",
+    ),
+    (
+        "transactions_hash_idx",
+        "CREATE INDEX IF NOT EXISTS transactions_hash_idx ON transactions (hash)",
+    ),
+    (
+        "authorizations_authority_idx",
+        "CREATE INDEX IF NOT EXISTS authorizations_authority_idx ON authorizations (authority)",
+    ),
+];
+
+/// Sort memory for one index build; PostgreSQL's default (64 MB) spills a
+/// build over tens of millions of rows to disk in many runs.
+const BUILD_SORT_MEMORY: &str = "SET LOCAL maintenance_work_mem = '256MB'";
+
+impl Store {
+    /// The lookup indexes that do not exist (dropped by a bulk load that
+    /// did not reach its end), in [`LOOKUP_INDEXES`] order.
+    pub async fn missing_lookup_indexes(&self) -> Result<Vec<&'static str>> {
+        let present: Vec<String> = sqlx::query_scalar(
+            "SELECT c.relname::text FROM pg_class c JOIN pg_index i ON i.indexrelid = c.oid
+             WHERE c.relnamespace = current_schema()::regnamespace AND i.indisvalid
+               AND c.relname = ANY($1)",
+        )
+        .bind(LOOKUP_INDEXES.map(|(name, _)| name).to_vec())
+        .fetch_all(self.pool())
+        .await?;
+        Ok(LOOKUP_INDEXES
+            .iter()
+            .map(|(name, _)| *name)
+            .filter(|name| !present.iter().any(|p| p == name))
+            .collect())
+    }
+
+    /// Drops every lookup index (those already missing are fine).
+    pub async fn drop_lookup_indexes(&self) -> Result<()> {
+        let mut tx = self.pool().begin().await?;
+        for (name, _) in LOOKUP_INDEXES {
+            sqlx::query(sqlx::AssertSqlSafe(format!("DROP INDEX IF EXISTS {name}")))
+                .execute(&mut *tx)
+                .await?;
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+
+    /// Builds the missing lookup indexes, each in its own transaction, so
+    /// an interrupted build keeps the ones it finished. Returns the names
+    /// built.
+    pub async fn build_lookup_indexes(&self) -> Result<Vec<&'static str>> {
+        let missing = self.missing_lookup_indexes().await?;
+        for name in &missing {
+            let (_, create) = LOOKUP_INDEXES
+                .iter()
+                .find(|(n, _)| n == name)
+                .expect("missing names come from LOOKUP_INDEXES");
+            let started = Instant::now();
+            let mut tx = self.pool().begin().await?;
+            sqlx::query(BUILD_SORT_MEMORY).execute(&mut *tx).await?;
+            sqlx::query(*create).execute(&mut *tx).await?;
+            tx.commit().await?;
+            tracing::info!(target: "indexer::store", index = name, secs = started.elapsed().as_secs_f64(), "built lookup index");
+        }
+        Ok(missing)
+    }
+
+    /// Blocks stored in all, and how many of them lie in `from..=to`
+    /// (an index-only count; once per large range).
+    pub async fn stored_blocks(&self, from: u64, to: u64) -> Result<(u64, u64)> {
+        let (all, within): (i64, i64) = sqlx::query_as(
+            "SELECT count(*), count(*) FILTER (WHERE number BETWEEN $1 AND $2) FROM blocks",
+        )
+        .bind(from as i64)
+        .bind(to as i64)
+        .fetch_one(self.pool())
+        .await?;
+        Ok((all as u64, within as u64))
+    }
+}

@@ -1,0 +1,278 @@
+//! Bulk loads without the lookup indexes (sender, hash, authority): a large
+//! backfill drops them and builds them at its end, a small load into a
+//! larger table keeps them current, and a load killed half-way leaves them
+//! missing until the next run builds them. Real mainnet blocks, the real
+//! binary, a real PostgreSQL.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Output;
+use std::time::{Duration, Instant};
+
+use sqlx::PgPool;
+
+use crate::support::{fixtures, indexer, pg, rpc_server::RpcServer};
+
+const FIRST: u64 = 24_476_000;
+const LAST: u64 = 24_476_009;
+
+/// The lookup indexes as the initial migration defines them.
+const DEFINITIONS: [(&str, &str); 3] = [
+    (
+        "authorizations_authority_idx",
+        "CREATE INDEX authorizations_authority_idx ON public.authorizations USING btree (authority)",
+    ),
+    (
+        "transactions_hash_idx",
+        "CREATE INDEX transactions_hash_idx ON public.transactions USING btree (hash)",
+    ),
+    (
+        "transactions_sender_idx",
+        "CREATE INDEX transactions_sender_idx ON public.transactions USING btree (sender)",
+    ),
+];
+
+const DROPPED: &str = "bulk load: dropping the lookup indexes";
+const BUILT: &str = "lookup indexes built";
+
+/// A config file setting `index.defer_indexes_min_blocks`.
+fn config(dir: &tempfile::TempDir, min_blocks: u64) -> PathBuf {
+    let path = dir.path().join(format!("defer-{min_blocks}.toml"));
+    std::fs::write(
+        &path,
+        format!("[index]\ndefer_indexes_min_blocks = {min_blocks}\n"),
+    )
+    .unwrap();
+    path
+}
+
+/// `backfill --from --to` with that config, info logs; must exit 0.
+fn backfill(server: &RpcServer, db: &str, cfg: &Path, from: u64, to: u64) -> String {
+    let (from, to) = (from.to_string(), to.to_string());
+    let args = [
+        "--config",
+        cfg.to_str().unwrap(),
+        "backfill",
+        "--from",
+        &from,
+        "--to",
+        &to,
+    ];
+    let mut cmd = indexer::command(&server.url(), db, &args);
+    cmd.env("RUST_LOG", "info");
+    let out: Output = indexer::finish(cmd, &args);
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "backfill {args:?} failed:\n{stderr}");
+    stderr
+}
+
+/// Valid lookup indexes: name -> (oid, definition).
+async fn lookup_indexes(pool: &PgPool) -> BTreeMap<String, (i64, String)> {
+    let rows: Vec<(String, i64, String)> = sqlx::query_as(
+        "SELECT c.relname::text, c.oid::int8, pg_get_indexdef(c.oid)
+         FROM pg_class c JOIN pg_index i ON i.indexrelid = c.oid
+         WHERE i.indisvalid AND c.relname IN ('transactions_sender_idx', 'transactions_hash_idx', 'authorizations_authority_idx')",
+    )
+    .fetch_all(pool)
+    .await
+    .unwrap();
+    rows.into_iter()
+        .map(|(n, oid, def)| (n, (oid, def)))
+        .collect()
+}
+
+fn definitions(indexes: &BTreeMap<String, (i64, String)>) -> Vec<(&str, &str)> {
+    indexes
+        .iter()
+        .map(|(n, (_, d))| (n.as_str(), d.as_str()))
+        .collect()
+}
+
+/// Every stored row, as text, in key order: two databases holding the same
+/// rows give the same digest.
+async fn digest(pool: &PgPool) -> Vec<(String, i64)> {
+    let mut out = Vec::new();
+    for (table, key) in [
+        ("blocks", "number"),
+        ("transactions", "block_number, tx_index"),
+        ("authorizations", "block_number, tx_index, auth_index"),
+        ("checkpoint", "id"),
+    ] {
+        let row: (Option<String>, i64) = sqlx::query_as(sqlx::AssertSqlSafe(format!(
+            "SELECT md5(string_agg(t::text, '|' ORDER BY {key})), count(*) FROM (SELECT * FROM {table}) t",
+        )))
+        .fetch_one(pool)
+        .await
+        .unwrap();
+        out.push((row.0.unwrap_or_default(), row.1));
+    }
+    // The checkpoint's updated_at differs between runs: compare its block.
+    let cp: (i64, Vec<u8>) = sqlx::query_as("SELECT block_number, block_hash FROM checkpoint")
+        .fetch_one(pool)
+        .await
+        .unwrap();
+    out.pop();
+    out.push((hex::encode(cp.1), cp.0));
+    out
+}
+
+/// The planner, denied sequential scans, reads `sender` through its index.
+async fn sender_lookup_uses_the_index(pool: &PgPool) -> bool {
+    let mut conn = pool.acquire().await.unwrap();
+    sqlx::query("SET enable_seqscan = off")
+        .execute(&mut *conn)
+        .await
+        .unwrap();
+    let plan: Vec<String> = sqlx::query_scalar(
+        "EXPLAIN SELECT * FROM transactions WHERE sender = (SELECT sender FROM transactions LIMIT 1)",
+    )
+    .fetch_all(&mut *conn)
+    .await
+    .unwrap();
+    sqlx::query("RESET enable_seqscan")
+        .execute(&mut *conn)
+        .await
+        .unwrap();
+    plan.join("\n").contains("transactions_sender_idx")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bulk_backfill_drops_the_lookup_indexes_and_builds_them_at_its_end() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = RpcServer::start(fixtures::recent_mainnet()).await.unwrap();
+
+    // Deferred: ten blocks, minimum five, nothing stored.
+    let (deferred, deferred_url) = pg::fresh_db().await;
+    let log = backfill(&server, &deferred_url, &config(&dir, 5), FIRST, LAST);
+    assert!(log.contains(DROPPED) && log.contains(BUILT), "{log}");
+    let built = lookup_indexes(&deferred).await;
+    assert_eq!(definitions(&built), DEFINITIONS);
+    assert!(sender_lookup_uses_the_index(&deferred).await);
+
+    // Kept current (0 = never defer): the same rows, the migration's indexes.
+    let (current, current_url) = pg::fresh_db().await;
+    let log = backfill(&server, &current_url, &config(&dir, 0), FIRST, LAST);
+    assert!(!log.contains(DROPPED) && !log.contains(BUILT), "{log}");
+    assert_eq!(definitions(&lookup_indexes(&current).await), DEFINITIONS);
+    let rows = digest(&current).await;
+    assert_eq!(rows[1].1, 2_675, "transactions in the ten blocks");
+    assert!(rows[2].1 > 0, "the blocks hold EIP-7702 authorizations");
+    assert_eq!(digest(&deferred).await, rows);
+
+    // A second, idempotent run over the same range: nothing to index, so
+    // nothing dropped; the indexes are the same objects.
+    let log = backfill(&server, &deferred_url, &config(&dir, 5), FIRST, LAST);
+    assert!(!log.contains(DROPPED), "{log}");
+    assert_eq!(lookup_indexes(&deferred).await, built);
+    assert_eq!(digest(&deferred).await, rows);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_loads_at_least_as_large_as_the_table_defer() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = RpcServer::start(fixtures::recent_mainnet()).await.unwrap();
+    let (reference, reference_url) = pg::fresh_db().await;
+    backfill(&server, &reference_url, &config(&dir, 0), FIRST, LAST);
+    let rows = digest(&reference).await;
+
+    // Six blocks stored, then four more with a minimum of three: four is
+    // less than six, so the indexes stay and are kept current.
+    let (small, small_url) = pg::fresh_db().await;
+    backfill(&server, &small_url, &config(&dir, 0), FIRST, FIRST + 5);
+    let before = lookup_indexes(&small).await;
+    let log = backfill(&server, &small_url, &config(&dir, 3), FIRST + 6, LAST);
+    assert!(!log.contains(DROPPED), "{log}");
+    assert_eq!(lookup_indexes(&small).await, before, "indexes untouched");
+    assert_eq!(digest(&small).await, rows);
+
+    // Two stored, then eight with a minimum of five: dropped and rebuilt.
+    let (large, large_url) = pg::fresh_db().await;
+    backfill(&server, &large_url, &config(&dir, 0), FIRST, FIRST + 1);
+    let before = lookup_indexes(&large).await;
+    let log = backfill(&server, &large_url, &config(&dir, 5), FIRST + 2, LAST);
+    assert!(log.contains(DROPPED) && log.contains(BUILT), "{log}");
+    let after = lookup_indexes(&large).await;
+    assert_eq!(definitions(&after), DEFINITIONS);
+    assert!(
+        after.iter().all(|(n, (oid, _))| before[n].0 != *oid),
+        "rebuilt: {before:?} -> {after:?}"
+    );
+    assert_eq!(digest(&large).await, rows);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_bulk_load_leaves_them_missing_until_the_next_run_builds_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = RpcServer::start(fixtures::recent_mainnet()).await.unwrap();
+    let (reference, reference_url) = pg::fresh_db().await;
+    backfill(&server, &reference_url, &config(&dir, 0), FIRST, LAST);
+    let rows = digest(&reference).await;
+
+    // One block per slow request, so the run is still loading when killed.
+    server.set_latency(Duration::from_millis(400));
+    let (pool, url) = pg::fresh_db().await;
+    let cfg = config(&dir, 5);
+    let (from, to) = (FIRST.to_string(), LAST.to_string());
+    let mut child = indexer::spawn(
+        &server.url(),
+        &url,
+        &[
+            "--config",
+            cfg.to_str().unwrap(),
+            "--batch-size",
+            "1",
+            "--concurrency",
+            "1",
+            "backfill",
+            "--from",
+            &from,
+            "--to",
+            &to,
+        ],
+    );
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let cp: Option<i64> = sqlx::query_scalar("SELECT block_number FROM checkpoint")
+            .fetch_optional(&pool)
+            .await
+            .unwrap_or(None);
+        if cp.is_some_and(|c| c as u64 > FIRST) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "no checkpoint within 60 s");
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "exited before the kill"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let cp: i64 = sqlx::query_scalar("SELECT block_number FROM checkpoint")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert!((cp as u64) < LAST, "killed at {cp}, before the end");
+    assert!(lookup_indexes(&pool).await.is_empty(), "dropped, not built");
+    let status = indexer::run_ok(&server.url(), &url, &["status"]);
+    let status = String::from_utf8_lossy(&status.stdout);
+    assert!(
+        status.contains(
+            "lookup indexes: missing transactions_sender_idx, transactions_hash_idx, authorizations_authority_idx"
+        ),
+        "{status}"
+    );
+
+    // The rerun resumes after the checkpoint. Whether it still counts as a
+    // bulk load or not, the indexes exist when it ends.
+    server.set_latency(Duration::ZERO);
+    backfill(&server, &url, &config(&dir, 1000), FIRST, LAST);
+    assert_eq!(definitions(&lookup_indexes(&pool).await), DEFINITIONS);
+    assert_eq!(digest(&pool).await, rows);
+    let status = indexer::run_ok(&server.url(), &url, &["status"]);
+    assert!(
+        String::from_utf8_lossy(&status.stdout).contains("lookup indexes: ok"),
+        "{}",
+        String::from_utf8_lossy(&status.stdout)
+    );
+}
