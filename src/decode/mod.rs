@@ -142,6 +142,15 @@ pub fn parse_u256(field: &'static str, s: &str) -> Result<U256, DecodeError> {
     // Right-align the digits in 64 zeros and decode them as 32 bytes in one
     // vectorised pass: r, s and most fees are long, and a nibble loop here
     // was a third of all decoding time.
+    if digits.len() <= 16 {
+        // Fees, gas, nonces, values, v: most quantities fit a u64.
+        let v = digits.iter().try_fold(0u64, |acc, &c| {
+            hex_nibble(c).map(|nib| (acc << 4) | u64::from(nib))
+        });
+        return v
+            .map(U256::from_u64)
+            .ok_or_else(|| bad(field, "invalid hex digit", s));
+    }
     let mut padded = [b'0'; 64];
     padded[64 - digits.len()..].copy_from_slice(digits);
     let mut out = [0u8; 32];
@@ -443,11 +452,12 @@ pub struct BlockHeader {
     pub timestamp: u64,
 }
 
-/// A full block as the node sends it, borrowing from its text; fields the
-/// index does not need are skipped unparsed.
+/// A full block as the node sends it, borrowing from the text it is read
+/// from; fields the index does not need are skipped unparsed. Public so
+/// that a JSON-RPC answer holding several blocks is read in one pass.
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
-struct BlockWire<'a> {
+pub struct BlockWire<'a> {
     #[serde(borrow)]
     number: Option<&'a str>,
     #[serde(borrow)]
@@ -460,39 +470,77 @@ struct BlockWire<'a> {
     transactions: Option<Vec<&'a RawValue>>,
 }
 
+impl BlockWire<'_> {
+    /// The header, and where each transaction's JSON lies in `base`: the
+    /// text this block was read from (a block, or a whole response).
+    pub fn split(self, base: &str) -> Result<(BlockHeader, Vec<Range<usize>>), DecodeError> {
+        fn field<'a>(name: &'static str, v: Option<&'a str>) -> Result<&'a str, DecodeError> {
+            v.ok_or(DecodeError::Missing(name))
+        }
+        let head = BlockHeader {
+            number: parse_u64("number", field("number", self.number)?)?,
+            hash: parse_fixed("hash", field("hash", self.hash)?)?,
+            parent_hash: parse_fixed("parentHash", field("parentHash", self.parent_hash)?)?,
+            timestamp: parse_u64("timestamp", field("timestamp", self.timestamp)?)?,
+        };
+        let base_start = base.as_ptr() as usize;
+        let mut txs = Vec::new();
+        for raw in self.transactions.unwrap_or_default() {
+            let tx = raw.get();
+            // Hashes instead of objects: the node ignored `true`, or a proxy
+            // rewrote the call. Say so rather than fail on every transaction.
+            if !tx.starts_with('{') {
+                let shown: String = tx.chars().take(80).collect();
+                return Err(DecodeError::Field {
+                    field: "transactions",
+                    problem: "expected full transaction objects (eth_getBlockByNumber with true)",
+                    value: shown,
+                });
+            }
+            // `raw` borrows from `base`, so its offset is a subtraction.
+            let start = (tx.as_ptr() as usize)
+                .checked_sub(base_start)
+                .filter(|s| s + tx.len() <= base.len())
+                .ok_or_else(|| DecodeError::Json("block not read from this text".into()))?;
+            txs.push(start..start + tx.len());
+        }
+        Ok((head, txs))
+    }
+}
+
 /// Reads a full block's header and where each transaction's JSON lies in
 /// `text` (byte ranges), without building a value tree.
 pub fn split_block(text: &str) -> Result<(BlockHeader, Vec<Range<usize>>), DecodeError> {
     let wire: BlockWire = serde_json::from_str(text)
         .map_err(|e| DecodeError::Json(format!("expected a block object: {e}")))?;
-    fn field<'a>(name: &'static str, v: Option<&'a str>) -> Result<&'a str, DecodeError> {
-        v.ok_or(DecodeError::Missing(name))
+    wire.split(text)
+}
+
+/// A fetched block: its header, and its transactions as byte ranges of
+/// `text`, the response body it came in (shared with the other blocks of
+/// its batch, so nothing is copied per block or per transaction).
+#[derive(Debug, Clone)]
+pub struct RawBlock {
+    pub text: std::sync::Arc<String>,
+    pub header: BlockHeader,
+    pub txs: Vec<Range<usize>>,
+}
+
+impl RawBlock {
+    /// Splits `text` holding exactly one block.
+    pub fn from_text(text: String) -> Result<RawBlock, DecodeError> {
+        let (header, txs) = split_block(&text)?;
+        Ok(RawBlock {
+            text: std::sync::Arc::new(text),
+            header,
+            txs,
+        })
     }
-    let head = BlockHeader {
-        number: parse_u64("number", field("number", wire.number)?)?,
-        hash: parse_fixed("hash", field("hash", wire.hash)?)?,
-        parent_hash: parse_fixed("parentHash", field("parentHash", wire.parent_hash)?)?,
-        timestamp: parse_u64("timestamp", field("timestamp", wire.timestamp)?)?,
-    };
-    let base = text.as_ptr() as usize;
-    let mut txs = Vec::new();
-    for raw in wire.transactions.unwrap_or_default() {
-        let tx = raw.get();
-        // Hashes instead of objects: the node ignored `true`, or a proxy
-        // rewrote the call. Say so rather than fail on every transaction.
-        if !tx.starts_with('{') {
-            let shown: String = tx.chars().take(80).collect();
-            return Err(DecodeError::Field {
-                field: "transactions",
-                problem: "expected full transaction objects (eth_getBlockByNumber with true)",
-                value: shown,
-            });
-        }
-        // `raw` borrows from `text`, so its offset is a plain subtraction.
-        let start = tx.as_ptr() as usize - base;
-        txs.push(start..start + tx.len());
+
+    /// The JSON text of transaction `i`.
+    pub fn tx_json(&self, i: usize) -> Option<&str> {
+        self.txs.get(i).map(|r| &self.text[r.clone()])
     }
-    Ok((head, txs))
 }
 
 pub fn hex0x(bytes: &[u8]) -> String {
@@ -648,6 +696,15 @@ mod tests {
         for empty in ["[]", "null"] {
             assert!(split_block(&block(empty)).unwrap().1.is_empty(), "{empty}");
         }
+    }
+
+    #[test]
+    fn ranges_are_only_taken_from_the_text_read() {
+        let text = block(r#"[{"hash":"0x01"}]"#);
+        let wire: BlockWire = serde_json::from_str(&text).unwrap();
+        let other = text.clone();
+        let err = wire.split(&other).unwrap_err();
+        assert!(err.to_string().contains("not read from this text"), "{err}");
     }
 
     #[test]

@@ -13,22 +13,21 @@
 //! module decides nothing about reorgs; it reports a parent mismatch as
 //! [`Step::Reorg`] and lets the converge loop in `follow` handle it.
 //!
-//! Blocks arrive as JSON text and no `serde_json::Value` tree is built: the
-//! submit stage reads the header fields and the byte ranges of the
-//! transactions in one pass ([`split_block`]), every chunk shares the
-//! block's text through an `Arc` (nothing is copied per transaction, not
-//! even inline blob data), and the pool parses each transaction straight
-//! from its slice.
+//! Blocks arrive from the rpc stage already split ([`RawBlock`]): header
+//! fields, and byte ranges of the transactions in the response text, read
+//! in the same pass that parsed the response. No `serde_json::Value` tree
+//! is built, every chunk shares that text through an `Arc` (nothing is
+//! copied per block or per transaction, not even inline blob data), and
+//! the pool parses each transaction straight from its slice.
 
 use std::sync::Arc;
 
 use anyhow::{Context as _, anyhow, bail};
 use futures::StreamExt;
-use serde_json::value::RawValue;
 use tokio::sync::{mpsc, oneshot};
 
 use super::Ctx;
-use crate::decode::{BlockHeader, DecodeError, hex0x, split_block};
+use crate::decode::{BlockHeader, DecodeError, RawBlock, hex0x};
 use crate::recover::{RecoveredBlock, RecoveredTx, recover_slices};
 use crate::store::StoreError;
 
@@ -89,29 +88,25 @@ async fn submit(
             _ = shutdown.wait() => return Ok(Step::Shutdown),
             item = blocks.next() => item,
         };
-        let text: Box<RawValue> = match item {
+        let block: RawBlock = match item {
             None => return Ok(Step::Done),
             Some(result) => result?,
         };
-        let (header, ranges) = split_block(text.get())
-            .with_context(|| format!("block {expected}: malformed block from the node"))?;
-        if header.number != expected {
+        // The rpc stage checked the number against the request; this checks
+        // the stream against the range, so no block is skipped or repeated.
+        if block.header.number != expected {
             bail!(
                 "block {expected}: the node returned block {} instead",
-                header.number
+                block.header.number
             );
         }
         expected += 1;
-        let tx_count = ranges.len();
-        let text = Arc::new(text);
+        let RawBlock { text, header, txs } = block;
+        let tx_count = txs.len();
         let mut chunks = Vec::with_capacity(tx_count.div_ceil(CHUNK_TXS));
-        for chunk in ranges.chunks(CHUNK_TXS) {
+        for chunk in txs.chunks(CHUNK_TXS) {
             let (text, chunk) = (Arc::clone(&text), chunk.to_vec());
-            chunks.push(
-                ctx.pool
-                    .spawn(move || recover_slices(text.get(), &chunk))
-                    .await,
-            );
+            chunks.push(ctx.pool.spawn(move || recover_slices(&text, &chunk)).await);
         }
         let pending = Pending {
             header,

@@ -1,6 +1,7 @@
 //! The hot path of the rpc stage: `eth_getBlockByNumber(n, true)` calls,
 //! single or batched, sent as plain HTTP POSTs with reqwest, and answers
-//! parsed once into per-call outcomes whose `result` stays raw JSON text.
+//! parsed once into per-call outcomes: each block's header fields and the
+//! byte ranges of its transactions in the body, which its blocks share.
 //!
 //! Why this bypasses web3's transport: web3 parses every answer into a
 //! `serde_json::Value` tree, twice (the body, then again through
@@ -8,9 +9,9 @@
 //! those trees. In a 200k-transaction backfill that was ~17% of the
 //! indexer's CPU for the parsing and ~17% more for turning trees into
 //! transactions. A full mainnet block is ~370 KB of JSON, nearly all of it
-//! transactions the client never reads: here it is scanned for its extent,
-//! copied out once as text, and `decode` later parses each transaction
-//! straight from that text. `head`, `header` and `subscribe_heads` are small
+//! transactions the client never reads: here the whole answer is scanned
+//! once, nothing is copied out of it, and `decode` later parses each
+//! transaction straight from its slice. `head`, `header` and `subscribe_heads` are small
 //! and rare, so they keep using web3.
 //!
 //! Error semantics match web3's, so the retry policy in `retry` applies
@@ -19,6 +20,7 @@
 //! answered one-for-one.
 
 use std::fmt::Write as _;
+use std::sync::Arc;
 
 use reqwest::header::CONTENT_TYPE;
 use reqwest::{Client, Url};
@@ -27,14 +29,20 @@ use serde_json::error::Category;
 use serde_json::value::RawValue;
 
 use super::retry::Failure;
+use crate::decode::{BlockWire, RawBlock};
 
 /// Bytes of an undecodable body quoted in its error; the rest is noise (and
 /// `Failure`'s display truncates anyway).
 const QUOTED_BODY_BYTES: usize = 200;
 
-/// One call's outcome: the raw `result` text (`null` for a block the node
-/// has not produced), or why the call failed.
-pub(crate) type CallOutcome = Result<Box<RawValue>, Failure>;
+/// Largest Content-Length believed when presizing a body buffer; a bigger
+/// claim (or a lie) just grows the buffer as chunks arrive.
+const MAX_PRESIZE: u64 = 256 << 20;
+
+/// One call's outcome: the block, split into header and transaction
+/// ranges of the response text (`None` for `null`, a block the node has not
+/// produced), or why the call failed.
+pub(crate) type CallOutcome = Result<Option<RawBlock>, Failure>;
 
 /// The request for blocks `first..first + size`: a plain call when `size` is
 /// 1 (so providers without batch support still work), else a batch. Each
@@ -66,7 +74,7 @@ pub(crate) fn request_body(first: u64, size: usize) -> String {
 /// failure. The body is read even then, as web3 does, so the connection
 /// stays reusable.
 pub(crate) async fn post(client: &Client, url: &Url, body: String) -> Result<Vec<u8>, Failure> {
-    let response = client
+    let mut response = client
         .post(url.clone())
         .header(CONTENT_TYPE, "application/json")
         .body(body)
@@ -74,20 +82,49 @@ pub(crate) async fn post(client: &Client, url: &Url, body: String) -> Result<Vec
         .await
         .map_err(|e| Failure::Transport(format!("failed to send request: {e}")))?;
     let status = response.status();
-    let bytes = response
-        .bytes()
-        .await
-        .map_err(|e| Failure::Transport(format!("failed to read response bytes: {e}")))?;
+    // Chunks go straight into one buffer sized by Content-Length: one copy
+    // of a multi-megabyte answer, instead of a growing one and a conversion.
+    let mut body = Vec::with_capacity(
+        response
+            .content_length()
+            .map_or(0, |n| n.min(MAX_PRESIZE) as usize),
+    );
+    loop {
+        match response.chunk().await {
+            Ok(Some(chunk)) => body.extend_from_slice(&chunk),
+            Ok(None) => break,
+            Err(e) => {
+                return Err(Failure::Transport(format!(
+                    "failed to read response bytes: {e}"
+                )));
+            }
+        }
+    }
     if !status.is_success() {
         return Err(Failure::Status(status.as_u16()));
     }
-    Ok(bytes.into())
+    Ok(body)
 }
 
-/// One JSON-RPC response, borrowing from the body.
+/// One JSON-RPC response read as a block, borrowing from the body: the
+/// one-pass shape every well-formed answer takes.
+#[derive(Deserialize)]
+struct BlockResp<'a> {
+    /// `null` in error objects that answer a whole batch.
+    #[serde(default)]
+    id: Option<u64>,
+    /// `Some(None)` for a JSON `null`, `None` only when absent.
+    #[serde(default, borrow, deserialize_with = "present")]
+    result: Option<Option<BlockWire<'a>>>,
+    #[serde(default)]
+    error: Option<ErrorObj>,
+}
+
+/// One JSON-RPC response whose result is kept as raw text: the fallback
+/// when some result is not block-shaped, so that each call still gets an
+/// outcome (and a bad block its own error).
 #[derive(Deserialize)]
 struct Resp<'a> {
-    /// `null` in error objects that answer a whole batch.
     #[serde(default)]
     id: Option<u64>,
     /// `Some("null")` for a JSON `null`, `None` only when absent.
@@ -105,43 +142,95 @@ struct ErrorObj {
 }
 
 /// Keeps a present `null` distinct from an absent field.
-fn present<'de, D: Deserializer<'de>>(d: D) -> Result<Option<&'de RawValue>, D::Error> {
-    <&RawValue>::deserialize(d).map(Some)
+fn present<'de, D: Deserializer<'de>, T: Deserialize<'de>>(d: D) -> Result<Option<T>, D::Error> {
+    T::deserialize(d).map(Some)
+}
+
+/// The outcome of a response, once its result is (or is not) a block.
+fn outcome(
+    error: Option<ErrorObj>,
+    result: Option<Option<Result<BlockWire<'_>, String>>>,
+    body: &Arc<String>,
+) -> CallOutcome {
+    match (error, result) {
+        (Some(e), _) => Err(Failure::Rpc {
+            code: e.code,
+            message: e.message,
+        }),
+        (None, Some(None)) => Ok(None),
+        (None, Some(Some(block))) => {
+            let (header, txs) = block
+                .and_then(|b| b.split(body).map_err(|e| e.to_string()))
+                .map_err(Failure::Malformed)?;
+            Ok(Some(RawBlock {
+                text: Arc::clone(body),
+                header,
+                txs,
+            }))
+        }
+        (None, None) => Err(Failure::BadBatch(
+            "invalid response: neither result nor error".to_owned(),
+        )),
+    }
+}
+
+impl BlockResp<'_> {
+    fn outcome(self, body: &Arc<String>) -> (Option<u64>, CallOutcome) {
+        let result = self.result.map(|r| r.map(Ok));
+        (self.id, outcome(self.error, result, body))
+    }
 }
 
 impl Resp<'_> {
-    fn outcome(self) -> CallOutcome {
-        match (self.error, self.result) {
-            (Some(e), _) => Err(Failure::Rpc {
-                code: e.code,
-                message: e.message,
-            }),
-            (None, Some(raw)) => Ok(raw.to_owned()),
-            (None, None) => Err(Failure::BadBatch(
-                "invalid response: neither result nor error".to_owned(),
-            )),
-        }
+    fn outcome(self, body: &Arc<String>) -> (Option<u64>, CallOutcome) {
+        let result = self.result.map(|raw| {
+            (raw.get() != "null").then(|| {
+                serde_json::from_str::<BlockWire>(raw.get())
+                    .map_err(|e| format!("expected a block object: {e}"))
+            })
+        });
+        (self.id, outcome(self.error, result, body))
     }
 }
 
 /// Splits the answer to [`request_body`]`(first, size)` into one outcome per
 /// block, in block order. `Err` means the answer as a whole is unusable.
+///
+/// A well-formed answer is read in one pass: each result straight into its
+/// header fields and transaction ranges, all borrowing from the body, which
+/// the blocks then share. Only when that fails is it read again, result by
+/// result, to tell a bad block from a bad answer.
 pub(crate) fn parse_answer(
-    body: &[u8],
+    body: Vec<u8>,
     first: u64,
     size: usize,
 ) -> Result<Vec<CallOutcome>, Failure> {
-    let opening = body.iter().find(|b| !b.is_ascii_whitespace());
+    let body = match String::from_utf8(body) {
+        Ok(text) => Arc::new(text),
+        Err(e) => {
+            let bytes = e.as_bytes();
+            let quoted = String::from_utf8_lossy(&bytes[..bytes.len().min(QUOTED_BODY_BYTES)]);
+            return Err(Failure::Undecodable(format!(
+                "response is not UTF-8: {quoted}"
+            )));
+        }
+    };
+    let text = body.as_str();
     if size == 1 {
-        let resp: Resp = serde_json::from_slice(body).map_err(|e| undecodable(&e, body))?;
-        return Ok(vec![resp.outcome()]);
+        let (_, outcome) = match serde_json::from_str::<BlockResp>(text) {
+            Ok(resp) => resp.outcome(&body),
+            Err(_) => serde_json::from_str::<Resp>(text)
+                .map_err(|e| undecodable(&e, text))?
+                .outcome(&body),
+        };
+        return Ok(vec![outcome]);
     }
-    match opening {
+    match text.bytes().find(|b| !b.is_ascii_whitespace()) {
         Some(b'[') => {}
         Some(b'{') => {
             // Providers refuse a batch with one error object ("batch too
             // large"); a success object is as wrong, and as retryable.
-            let resp: Resp = serde_json::from_slice(body).map_err(|e| undecodable(&e, body))?;
+            let resp: Resp = serde_json::from_str(text).map_err(|e| undecodable(&e, text))?;
             return Err(match resp.error {
                 Some(e) => Failure::Rpc {
                     code: e.code,
@@ -153,38 +242,42 @@ pub(crate) fn parse_answer(
             });
         }
         _ => {
-            return Err(
-                match serde_json::from_slice::<serde::de::IgnoredAny>(body) {
-                    Ok(_) => Failure::BadBatch(
-                        "invalid response: a batch answered by a non-array".to_owned(),
-                    ),
-                    Err(e) => undecodable(&e, body),
-                },
-            );
+            return Err(match serde_json::from_str::<serde::de::IgnoredAny>(text) {
+                Ok(_) => Failure::BadBatch(
+                    "invalid response: a batch answered by a non-array".to_owned(),
+                ),
+                Err(e) => undecodable(&e, text),
+            });
         }
     }
-    let resps: Vec<Resp> = serde_json::from_slice(body).map_err(|e| undecodable(&e, body))?;
-    if resps.len() != size {
+    let outcomes: Vec<(Option<u64>, CallOutcome)> =
+        match serde_json::from_str::<Vec<BlockResp>>(text) {
+            Ok(resps) => resps.into_iter().map(|r| r.outcome(&body)).collect(),
+            Err(_) => serde_json::from_str::<Vec<Resp>>(text)
+                .map_err(|e| undecodable(&e, text))?
+                .into_iter()
+                .map(|r| r.outcome(&body))
+                .collect(),
+        };
+    if outcomes.len() != size {
         return Err(Failure::BadBatch(format!(
             "invalid response: unexpected number of responses ({} for {size} calls)",
-            resps.len()
+            outcomes.len()
         )));
     }
     let mut slots: Vec<Option<CallOutcome>> = (0..size).map(|_| None).collect();
-    for resp in resps {
-        let slot = resp
-            .id
+    for (id, outcome) in outcomes {
+        let slot = id
             .and_then(|id| id.checked_sub(first))
             .and_then(|i| usize::try_from(i).ok())
             .and_then(|i| slots.get_mut(i))
             .filter(|s| s.is_none());
         let Some(slot) = slot else {
             return Err(Failure::BadBatch(format!(
-                "invalid response: unexpected or repeated id {:?}",
-                resp.id
+                "invalid response: unexpected or repeated id {id:?}"
             )));
         };
-        *slot = Some(resp.outcome());
+        *slot = Some(outcome);
     }
     // `size` answers, each to a distinct call: every slot is filled.
     Ok(slots.into_iter().flatten().collect())
@@ -192,12 +285,15 @@ pub(crate) fn parse_answer(
 
 /// A body that failed to parse: JSON of the wrong shape is a bad batch
 /// (retryable, or a batch cap); anything else is not JSON at all.
-fn undecodable(e: &serde_json::Error, body: &[u8]) -> Failure {
+fn undecodable(e: &serde_json::Error, body: &str) -> Failure {
     if e.classify() == Category::Data {
         return Failure::BadBatch(format!("undecodable response: {e}"));
     }
-    let quoted = String::from_utf8_lossy(&body[..body.len().min(QUOTED_BODY_BYTES)]);
-    Failure::Undecodable(format!("{e}: {quoted}"))
+    let mut cut = body.len().min(QUOTED_BODY_BYTES);
+    while !body.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    Failure::Undecodable(format!("{e}: {}", &body[..cut]))
 }
 
 #[cfg(test)]
@@ -205,13 +301,32 @@ mod tests {
     use super::*;
     use crate::rpc::retry::{Class, classify};
 
+    /// Each outcome as text: a block as its number and its transactions'
+    /// JSON, read back through the ranges.
     fn texts(r: Vec<CallOutcome>) -> Vec<String> {
         r.into_iter()
             .map(|o| match o {
-                Ok(raw) => raw.get().to_owned(),
+                Ok(Some(b)) => {
+                    let txs: Vec<&str> = (0..b.txs.len()).map(|i| b.tx_json(i).unwrap()).collect();
+                    format!("block {}: {}", b.header.number, txs.join(" | "))
+                }
+                Ok(None) => "null".to_owned(),
                 Err(f) => format!("err: {f}"),
             })
             .collect()
+    }
+
+    fn answer(body: &[u8], first: u64, size: usize) -> Result<Vec<CallOutcome>, Failure> {
+        parse_answer(body.to_vec(), first, size)
+    }
+
+    const H: &str = "0x1111111111111111111111111111111111111111111111111111111111111111";
+
+    /// A block object with the header fields the index reads.
+    fn block(number: &str, txs: &str) -> String {
+        format!(
+            r#"{{"number":{number},"hash":"{H}","parentHash":"{H}","timestamp":"0x1","transactions":{txs}}}"#
+        )
     }
 
     #[test]
@@ -233,29 +348,84 @@ mod tests {
     }
 
     #[test]
-    fn batch_answers_map_back_by_id_and_keep_results_raw() {
-        let body = br#"[{"jsonrpc":"2.0","id":6,"result":null},
-            {"jsonrpc":"2.0","id":5,"result":{"number":"0x5", "transactions":[{"a":"\u0041"}]}},
-            {"jsonrpc":"2.0","id":7,"error":{"code":-32000,"message":"header not found"}}]"#;
-        let got = texts(parse_answer(body, 5, 3).unwrap());
+    fn batch_answers_map_back_by_id_and_split_blocks_in_one_pass() {
+        let body = format!(
+            r#"[{{"jsonrpc":"2.0","id":6,"result":null}},
+            {{"jsonrpc":"2.0","id":5,"result":{}}},
+            {{"jsonrpc":"2.0","id":7,"error":{{"code":-32000,"message":"header not found"}}}}]"#,
+            block(r#""0x5""#, r#"[{"a":"\u0041"}, {"nonce":"0x2"}]"#)
+        );
+        let got = answer(body.as_bytes(), 5, 3).unwrap();
+        // Both blocks of a batch share the response text.
+        if let Ok(Some(b)) = &got[0] {
+            assert_eq!(b.text.as_str(), body, "ranges index the whole body");
+        }
         assert_eq!(
-            got,
+            texts(got),
             [
-                r#"{"number":"0x5", "transactions":[{"a":"\u0041"}]}"#,
+                r#"block 5: {"a":"\u0041"} | {"nonce":"0x2"}"#,
                 "null",
                 "err: json-rpc error -32000: header not found"
             ]
         );
-        let single = br#"{"jsonrpc":"2.0","id":4,"result":{"number":"0x4"}}"#;
+        let single = format!(
+            r#"{{"jsonrpc":"2.0","id":4,"result":{}}}"#,
+            block(r#""0x4""#, "[]")
+        );
         assert_eq!(
-            texts(parse_answer(single, 4, 1).unwrap()),
-            [r#"{"number":"0x4"}"#]
+            texts(answer(single.as_bytes(), 4, 1).unwrap()),
+            ["block 4: "]
         );
     }
 
     #[test]
+    fn a_malformed_block_fails_alone_and_fatally() {
+        // Shapes the one-pass read rejects, read again result by result, and
+        // values it accepts but cannot parse: each fails its own call.
+        for (bad, why) in [
+            (block("4", "[]"), "expected a block object"),
+            (r#""0x3""#.to_owned(), "expected a block object"),
+            (
+                block(r#""4""#, "[]"),
+                "field number: expected 0x-prefixed hex",
+            ),
+            (
+                r#"{"hash":"0x1","transactions":[]}"#.to_owned(),
+                "missing field number",
+            ),
+            (
+                block(r#""0x2""#, r#"["0xabc"]"#),
+                "expected full transaction objects",
+            ),
+        ] {
+            let body = format!(
+                r#"[{{"id":1,"result":{}}},{{"id":2,"result":{bad}}}]"#,
+                block(r#""0x1""#, "[]")
+            );
+            let got = answer(body.as_bytes(), 1, 2).unwrap();
+            assert!(
+                matches!(&got[0], Ok(Some(b)) if b.header.number == 1),
+                "{bad}"
+            );
+            let err = got[1].as_ref().unwrap_err();
+            assert!(
+                matches!(err, Failure::Malformed(m) if m.contains(why)),
+                "{bad}: {err}"
+            );
+            assert_eq!(classify(err, true), Class::Fatal, "{bad}");
+            // Alone, as a plain call, the same.
+            let single = format!(r#"{{"id":2,"result":{bad}}}"#);
+            let got = answer(single.as_bytes(), 2, 1).unwrap();
+            assert!(
+                matches!(&got[0], Err(Failure::Malformed(m)) if m.contains(why)),
+                "{bad}"
+            );
+        }
+    }
+
+    #[test]
     fn unusable_batch_answers_are_classified_like_web3s() {
-        let fail = |body: &[u8]| parse_answer(body, 1, 2).unwrap_err();
+        let fail = |body: &[u8]| answer(body, 1, 2).unwrap_err();
         let capped = fail(
             br#"{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"batch too large"}}"#,
         );
@@ -275,7 +445,7 @@ mod tests {
             assert_eq!(classify(&f, true), Class::BatchTooLarge, "{shown}");
         }
         // A response with neither result nor error fails its own call only.
-        let neither = parse_answer(br#"[{"id":1,"result":null},{"id":2}]"#, 1, 2).unwrap();
+        let neither = answer(br#"[{"id":1,"result":null},{"id":2}]"#, 1, 2).unwrap();
         assert!(matches!(&neither[1], Err(Failure::BadBatch(_))));
         let html = fail(b"<html>502 Bad Gateway</html>");
         assert!(matches!(html, Failure::Undecodable(_)), "{html:?}");
@@ -283,5 +453,11 @@ mod tests {
         assert!(html.to_string().contains("<html>502"), "{html}");
         let cut = fail(br#"[{"id":1,"result":{"number":"0x1""#);
         assert_eq!(classify(&cut, true), Class::Retry);
+        let latin1 = fail(b"[{\"id\":1,\"result\":\"\xe9\"}]");
+        assert!(
+            matches!(&latin1, Failure::Undecodable(m) if m.contains("not UTF-8")),
+            "{latin1}"
+        );
+        assert_eq!(classify(&latin1, true), Class::Retry);
     }
 }

@@ -4,10 +4,12 @@
 //! It owns the wire: batching, bounded concurrency, in-order delivery,
 //! per-request timeouts, retries with capped doubling backoff, waiting for
 //! blocks the node has not produced yet, and shrinking batches for providers
-//! that cap them. It hands out each block as its raw JSON text (a
-//! `Box<RawValue>`, checked only for its number) and does NOT decode
-//! transactions (that is `decode`'s job), touch SQL, or decide what to
-//! index. Endpoints appear in logs and errors only through [`redact_url`],
+//! that cap them. It hands out each block as a [`RawBlock`]: the header
+//! fields and the byte ranges of its transactions in the response text,
+//! found in the one pass that parses the response (with `decode`'s pure
+//! block shape), the number checked against the request. It does NOT
+//! decode transactions (that is `decode`'s job), touch SQL, or decide what
+//! to index. Endpoints appear in logs and errors only through [`redact_url`],
 //! never with credentials.
 //!
 //! Full blocks, the hot path, are fetched by `batch` with plain reqwest
@@ -29,9 +31,9 @@ use std::ops::RangeInclusive;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
 
+use crate::decode::RawBlock;
 use futures::{Stream, StreamExt, TryStreamExt, future::ready, stream};
 use serde_json::Value;
-use serde_json::value::RawValue;
 use tracing::{debug, info, warn};
 use web3::Transport;
 use web3::transports::{Http, WebSocket};
@@ -143,7 +145,7 @@ impl RpcClient {
 
     /// Full blocks with transactions, as JSON text, in block order. Waits
     /// for blocks the node has not produced yet.
-    pub async fn blocks(&self, range: RangeInclusive<u64>) -> Result<Vec<Box<RawValue>>, RpcError> {
+    pub async fn blocks(&self, range: RangeInclusive<u64>) -> Result<Vec<RawBlock>, RpcError> {
         stream::iter(chunks(range, self.cfg.batch_size))
             .map(|r| self.fetch_range(r))
             .buffered(self.cfg.max_in_flight)
@@ -158,7 +160,7 @@ impl RpcClient {
     pub fn block_stream(
         self: Arc<Self>,
         range: RangeInclusive<u64>,
-    ) -> impl Stream<Item = Result<Box<RawValue>, RpcError>> + Send + 'static {
+    ) -> impl Stream<Item = Result<RawBlock, RpcError>> + Send + 'static {
         let depth = self.cfg.max_in_flight;
         stream::iter(chunks(range, self.cfg.batch_size))
             .map(move |r| {
@@ -239,13 +241,10 @@ impl RpcClient {
 
     /// Blocks `range` in order, in as many sub-batches as the current batch
     /// size needs; retries failures and waits for `null` (future) blocks.
-    async fn fetch_range(
-        &self,
-        range: RangeInclusive<u64>,
-    ) -> Result<Vec<Box<RawValue>>, RpcError> {
+    async fn fetch_range(&self, range: RangeInclusive<u64>) -> Result<Vec<RawBlock>, RpcError> {
         let first = *range.start();
         let len = usize::try_from(range.end() - first + 1).expect("range bounded by batch size");
-        let mut slots: Vec<Option<Box<RawValue>>> = (0..len).map(|_| None).collect();
+        let mut slots: Vec<Option<RawBlock>> = (0..len).map(|_| None).collect();
         let mut next = 0; // first slot still missing
         let mut attempts = 0; // consecutive failures without progress
         let mut null_polls = 0;
@@ -329,7 +328,7 @@ impl RpcClient {
         let answer = self
             .round_trip(batch::post(&self.client, &self.url, body))
             .await?;
-        batch::parse_answer(&answer, first, size).inspect_err(|_| {
+        batch::parse_answer(answer, first, size).inspect_err(|_| {
             self.stats.errors.fetch_add(1, Relaxed);
         })
     }

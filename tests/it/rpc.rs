@@ -6,9 +6,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
+use sender_indexer::decode::RawBlock;
 use sender_indexer::rpc::{RpcClient, RpcConfig, RpcError};
 use serde_json::Value;
-use serde_json::value::RawValue;
 
 use crate::support::rpc_server::{Fault, RpcServer, synthetic_block};
 
@@ -37,17 +37,24 @@ fn client(cfg: RpcConfig) -> Arc<RpcClient> {
     Arc::new(RpcClient::new(cfg).expect("valid config"))
 }
 
-/// A block as the client hands it out (raw JSON text), parsed for checking.
-fn parse(block: &RawValue) -> Value {
-    serde_json::from_str(block.get()).expect("block text is JSON")
-}
-
-fn numbers(blocks: &[Box<RawValue>]) -> Vec<u64> {
+/// The blocks' numbers, after checking that each transaction range holds
+/// that block's transaction (synthetic blocks have two each).
+fn numbers(blocks: &[RawBlock]) -> Vec<u64> {
     blocks
         .iter()
         .map(|b| {
-            let b = parse(b);
-            u64::from_str_radix(b["number"].as_str().unwrap().trim_start_matches("0x"), 16).unwrap()
+            let n = b.header.number;
+            assert_eq!(b.txs.len(), 2, "block {n}");
+            for i in 0..2 {
+                let tx: Value = serde_json::from_str(b.tx_json(i).unwrap()).expect("tx JSON");
+                assert_eq!(tx["blockNumber"], format!("0x{n:x}"), "block {n} tx {i}");
+                assert_eq!(
+                    tx["transactionIndex"],
+                    format!("0x{i:x}"),
+                    "block {n} tx {i}"
+                );
+            }
+            n
         })
         .collect()
 }
@@ -70,7 +77,7 @@ async fn stream_delivers_blocks_in_order_across_concurrent_batches() {
         ..config(&server.url())
     });
 
-    let got: Vec<Box<RawValue>> = within(
+    let got: Vec<RawBlock> = within(
         Arc::clone(&rpc)
             .block_stream(0..=1999)
             .map(|r| r.unwrap())
@@ -78,13 +85,15 @@ async fn stream_delivers_blocks_in_order_across_concurrent_batches() {
     )
     .await;
     assert_eq!(numbers(&got), (0..2000).collect::<Vec<_>>());
-    // The text is the server's block, byte for byte equivalent as JSON.
-    let b5 = parse(&got[5]);
-    assert_eq!(b5, synthetic_block(5, 2));
-    assert!(
-        b5["transactions"][0].is_object(),
-        "full transactions expected"
-    );
+    // The header and each transaction's text are the server's block's.
+    let b5 = synthetic_block(5, 2);
+    let hash = |v: &Value| hex::decode(v.as_str().unwrap().trim_start_matches("0x")).unwrap();
+    assert_eq!(got[5].header.hash.to_vec(), hash(&b5["hash"]));
+    assert_eq!(got[5].header.parent_hash.to_vec(), hash(&b5["parentHash"]));
+    for i in 0..2 {
+        let tx: Value = serde_json::from_str(got[5].tx_json(i).unwrap()).unwrap();
+        assert_eq!(tx, b5["transactions"][i], "full transaction {i}");
+    }
     assert!(server.max_concurrent() > 1, "batches were not concurrent");
     assert!(
         server.max_concurrent() <= 8,
@@ -175,7 +184,7 @@ async fn adapts_to_a_provider_batch_cap() {
         ..config(&server.url())
     });
 
-    let got: Vec<Box<RawValue>> = within(
+    let got: Vec<RawBlock> = within(
         Arc::clone(&rpc)
             .block_stream(0..=299)
             .map(|r| r.unwrap())
@@ -289,19 +298,10 @@ async fn header_gives_hashes_for_reorg_checks() {
     let rpc = client(config(&server.url()));
     let h = within(rpc.header(42)).await.unwrap().unwrap();
     let blocks = rpc.blocks(41..=42).await.unwrap();
-    let hash = |b: &RawValue| {
-        let mut out = [0u8; 32];
-        let b = parse(b);
-        hex::decode_to_slice(
-            b["hash"].as_str().unwrap().trim_start_matches("0x"),
-            &mut out,
-        )
-        .unwrap();
-        out
-    };
     assert_eq!(h.number, 42);
-    assert_eq!(h.hash, hash(&blocks[1]));
-    assert_eq!(h.parent_hash, hash(&blocks[0]));
+    assert_eq!(h.hash, blocks[1].header.hash);
+    assert_eq!(h.parent_hash, blocks[0].header.hash);
+    assert_eq!(h.parent_hash, blocks[1].header.parent_hash);
     assert_eq!(within(rpc.header(1000)).await.unwrap(), None);
 }
 
