@@ -276,3 +276,61 @@ async fn a_killed_bulk_load_leaves_them_missing_until_the_next_run_builds_them()
         String::from_utf8_lossy(&status.stdout)
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sync_builds_them_once_caught_up_and_keeps_following() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = RpcServer::start(fixtures::recent_mainnet()).await.unwrap();
+    let (pool, url) = pg::fresh_db().await;
+    let cfg = config(&dir, 5);
+    let from = FIRST.to_string();
+    let args = [
+        "--config",
+        cfg.to_str().unwrap(),
+        "--poll-interval-ms",
+        "50",
+        "sync",
+        "--from",
+        &from,
+    ];
+    let mut cmd = indexer::command(&server.url(), &url, &args);
+    cmd.env("RUST_LOG", "info")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped());
+    let mut child = cmd.spawn().unwrap();
+    // Caught up with the head, and the indexes are back, while it follows.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        // Before the migrations run there is no checkpoint table yet.
+        let cp: Option<i64> = sqlx::query_scalar("SELECT block_number FROM checkpoint")
+            .fetch_optional(&pool)
+            .await
+            .unwrap_or(None);
+        if cp == Some(LAST as i64) && lookup_indexes(&pool).await.len() == 3 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "not caught up with indexes in 60 s"
+        );
+        assert!(child.try_wait().unwrap().is_none(), "sync exited");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(definitions(&lookup_indexes(&pool).await), DEFINITIONS);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(child.try_wait().unwrap().is_none(), "still following");
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    let out = child.wait_with_output().unwrap();
+    let log = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{log}");
+    assert!(log.contains(DROPPED) && log.contains(BUILT), "{log}");
+    assert_eq!(
+        log.matches(BUILT).count(),
+        1,
+        "built once, not on every poll: {log}"
+    );
+}
