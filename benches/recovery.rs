@@ -7,7 +7,9 @@
 //! binary with the bench profile first and passes its path to this file as
 //! `CARGO_BIN_EXE_sender-indexer`). Knobs: `BENCH_ROUNDS` (timed rounds,
 //! default 7), `BENCH_LINES` (input lines of the binary runs, default
-//! 40,000), `BENCH_CTX_PAIRS` (recoveries per round of case c, default 400).
+//! 40,000), `BENCH_CTX_PAIRS` (recoveries per round of case c, default 400),
+//! `BENCH_ONLY` (run one case once and exit; see
+//! `scripts/bench-instructions.sh`, which counts its instructions).
 //!
 //! The machine is shared and noisy, so every case is warmed up and reported
 //! as the median of several rounds, and the table shows ratios between
@@ -78,6 +80,39 @@ fn run_recover_command(
     run
 }
 
+// One case, once, for `BENCH_ONLY` (an instruction count under callgrind:
+// `scripts/bench-instructions.sh` toggles collection on these functions).
+#[inline(never)]
+fn only_floor(pairs: &[common::Pair]) -> usize {
+    common::raw_floor(pairs)
+}
+
+#[inline(never)]
+fn only_full(lines: &[String]) -> usize {
+    lines
+        .iter()
+        .filter(|l| {
+            let tx = Tx::from_json(black_box(l)).expect("fixture tx decodes");
+            black_box(recover_tx(&tx)).sender.is_ok()
+        })
+        .count()
+}
+
+#[inline(never)]
+fn only_decode(lines: &[String]) -> usize {
+    lines
+        .iter()
+        .filter(|l| black_box(Tx::from_json(black_box(l))).is_ok())
+        .count()
+}
+
+#[inline(never)]
+fn only_recover_tx(txs: &[Tx]) -> usize {
+    txs.iter()
+        .filter(|t| black_box(recover_tx(black_box(t))).sender.is_ok())
+        .count()
+}
+
 fn main() {
     let rounds = common::env_usize("BENCH_ROUNDS", 7);
     let min_lines = common::env_usize("BENCH_LINES", 40_000);
@@ -120,6 +155,17 @@ fn main() {
         ok
     };
     assert_eq!(full_path(), n, "full path and floor recover the same set");
+    if let Ok(case) = std::env::var("BENCH_ONLY") {
+        let done = match case.as_str() {
+            "floor" => only_floor(pairs),
+            "full" => only_full(&lines),
+            "decode" => only_decode(&lines),
+            "recover_tx" => only_recover_tx(&txs),
+            other => panic!("BENCH_ONLY={other}: expected floor, full, decode or recover_tx"),
+        };
+        println!("BENCH_ONLY={case}: {done}");
+        return;
+    }
     let c_pairs = &pairs[..ctx_pairs.min(n)];
 
     // In-process cases, interleaved round by round.
