@@ -116,6 +116,25 @@ async fn digest(pool: &PgPool) -> Vec<(String, i64)> {
     out
 }
 
+/// The checkpoint's block; `None` also before the migrations have run.
+async fn checkpoint(pool: &PgPool) -> Option<i64> {
+    sqlx::query_scalar("SELECT block_number FROM checkpoint")
+        .fetch_optional(pool)
+        .await
+        .unwrap_or(None)
+}
+
+/// A config directory, the server of the ten blocks, and the digest of
+/// those blocks indexed with the lookup indexes kept current.
+async fn with_reference() -> (tempfile::TempDir, RpcServer, Vec<(String, i64)>) {
+    let dir = tempfile::tempdir().unwrap();
+    let server = RpcServer::start(fixtures::recent_mainnet()).await.unwrap();
+    let (reference, reference_url) = pg::fresh_db().await;
+    backfill(&server, &reference_url, &config(&dir, 0), FIRST, LAST);
+    let rows = digest(&reference).await;
+    (dir, server, rows)
+}
+
 /// The planner, denied sequential scans, reads `sender` through its index.
 async fn sender_lookup_uses_the_index(pool: &PgPool) -> bool {
     let mut conn = pool.acquire().await.unwrap();
@@ -169,11 +188,7 @@ async fn a_bulk_backfill_drops_the_lookup_indexes_and_builds_them_at_its_end() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn only_loads_at_least_as_large_as_the_table_defer() {
-    let dir = tempfile::tempdir().unwrap();
-    let server = RpcServer::start(fixtures::recent_mainnet()).await.unwrap();
-    let (reference, reference_url) = pg::fresh_db().await;
-    backfill(&server, &reference_url, &config(&dir, 0), FIRST, LAST);
-    let rows = digest(&reference).await;
+    let (dir, server, rows) = with_reference().await;
 
     // Six blocks stored, then four more with a minimum of three: four is
     // less than six, so the indexes stay and are kept current.
@@ -202,11 +217,7 @@ async fn only_loads_at_least_as_large_as_the_table_defer() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_bulk_load_leaves_them_missing_until_the_next_run_builds_them() {
-    let dir = tempfile::tempdir().unwrap();
-    let server = RpcServer::start(fixtures::recent_mainnet()).await.unwrap();
-    let (reference, reference_url) = pg::fresh_db().await;
-    backfill(&server, &reference_url, &config(&dir, 0), FIRST, LAST);
-    let rows = digest(&reference).await;
+    let (dir, server, rows) = with_reference().await;
 
     // One block per slow request, so the run is still loading when killed.
     server.set_latency(Duration::from_millis(400));
@@ -232,11 +243,7 @@ async fn a_killed_bulk_load_leaves_them_missing_until_the_next_run_builds_them()
     );
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
-        let cp: Option<i64> = sqlx::query_scalar("SELECT block_number FROM checkpoint")
-            .fetch_optional(&pool)
-            .await
-            .unwrap_or(None);
-        if cp.is_some_and(|c| c as u64 > FIRST) {
+        if checkpoint(&pool).await.is_some_and(|c| c as u64 > FIRST) {
             break;
         }
         assert!(Instant::now() < deadline, "no checkpoint within 60 s");
@@ -301,11 +308,7 @@ async fn sync_builds_them_once_caught_up_and_keeps_following() {
     // Caught up with the head, and the indexes are back, while it follows.
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
-        // Before the migrations run there is no checkpoint table yet.
-        let cp: Option<i64> = sqlx::query_scalar("SELECT block_number FROM checkpoint")
-            .fetch_optional(&pool)
-            .await
-            .unwrap_or(None);
+        let cp = checkpoint(&pool).await;
         if cp == Some(LAST as i64) && lookup_indexes(&pool).await.len() == 3 {
             break;
         }
