@@ -3,7 +3,7 @@
 //! Owns `initdb`, starting `postgres` on a private unix socket (plus
 //! 127.0.0.1 only when asked), waiting until it accepts connections, reusing
 //! a server already running on the data dir, stopping it, and creating a
-//! database. Finding binaries and laying out directories is [`layout`]'s. The app uses it when no
+//! database. Finding binaries and laying out directories is `layout`'s. The app uses it when no
 //! DATABASE_URL is configured; the test harness uses it for throwaway
 //! clusters.
 //!

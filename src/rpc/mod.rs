@@ -143,8 +143,10 @@ impl RpcClient {
             .map_err(|f| self.failed(subject, &f))
     }
 
-    /// Full blocks with transactions, as JSON text, in block order. Waits
-    /// for blocks the node has not produced yet.
+    /// Full blocks with transactions, split into header fields and
+    /// transaction ranges of their JSON text ([`RawBlock`]), in block order,
+    /// each checked to be the block asked for. Waits for blocks the node
+    /// has not produced yet.
     pub async fn blocks(&self, range: RangeInclusive<u64>) -> Result<Vec<RawBlock>, RpcError> {
         stream::iter(chunks(range, self.cfg.batch_size))
             .map(|r| self.fetch_range(r))
