@@ -27,7 +27,6 @@ mod common;
 #[path = "../tests/it/support/rpc_server.rs"]
 mod rpc_server;
 
-use std::os::unix::fs::PermissionsExt;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -35,7 +34,6 @@ use anyhow::{Context as _, bail, ensure};
 use nix::libc;
 use rpc_server::RpcServer;
 use sender_indexer::decode::{B256, Tx, hex0x, keccak};
-use sender_indexer::embedded_pg::{Cluster, ClusterDropGuard, ClusterOptions};
 use sender_indexer::recover::recover_tx;
 use serde_json::{Value, json};
 use sqlx::postgres::PgPoolOptions;
@@ -103,26 +101,6 @@ fn postgres_cpu_secs(postmaster: i32) -> f64 {
     total as f64 / ticks
 }
 
-/// Throwaway cluster in a fresh /tmp dir; removed again when dropped.
-fn start_cluster() -> anyhow::Result<ClusterDropGuard> {
-    // Under /tmp: short socket path, and reachable by the `postgres` user
-    // that runs the server when we are root (tempdirs are 0700).
-    let root = tempfile::Builder::new()
-        .prefix("sender-indexer-bench-")
-        .tempdir_in("/tmp")?
-        .keep();
-    std::fs::set_permissions(&root, std::fs::Permissions::from_mode(0o711))?;
-    let mut opts = ClusterOptions::new(root.join("data"));
-    opts.die_with_parent = true; // fsync stays on: no_sync is false
-    match Cluster::start(&opts) {
-        Ok(c) => Ok(ClusterDropGuard::new(c, root)),
-        Err(e) => {
-            let _ = std::fs::remove_dir_all(&root);
-            Err(e).context("starting the bench cluster")
-        }
-    }
-}
-
 fn main() -> anyhow::Result<()> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -185,7 +163,7 @@ async fn run() -> anyhow::Result<()> {
         }
     });
     server.set_head(blocks);
-    let cluster = tokio::task::spawn_blocking(start_cluster).await??;
+    let cluster = tokio::task::spawn_blocking(common::start_cluster).await??;
     cluster.create_database_if_missing(DB).await?;
     let db_url = cluster.url(DB);
     let pool = PgPoolOptions::new()

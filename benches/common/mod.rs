@@ -11,6 +11,7 @@
 
 use std::hint::black_box;
 use std::io::Read;
+use std::os::unix::fs::PermissionsExt;
 use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -18,9 +19,11 @@ use std::time::Instant;
 
 use nix::libc;
 
+use anyhow::Context as _;
 use secp256k1::Message;
 use secp256k1::ecdsa::{RecoverableSignature, RecoveryId};
 use sender_indexer::decode::{Address, B256, Tx, U256};
+use sender_indexer::embedded_pg::{Cluster, ClusterDropGuard, ClusterOptions};
 use sender_indexer::recover::{context, recover_tx};
 use serde_json::Value;
 use sha3::{Digest, Keccak256};
@@ -363,5 +366,25 @@ pub fn print_table(header: &[&str], rows: &[Vec<String>]) {
     line(width.iter().map(|w| "-".repeat(*w)).collect());
     for row in rows {
         line(row.clone());
+    }
+}
+
+/// Throwaway cluster in a fresh /tmp dir; removed again when dropped.
+pub fn start_cluster() -> anyhow::Result<ClusterDropGuard> {
+    // Under /tmp: short socket path, and reachable by the `postgres` user
+    // that runs the server when we are root (tempdirs are 0700).
+    let root = tempfile::Builder::new()
+        .prefix("sender-indexer-bench-")
+        .tempdir_in("/tmp")?
+        .keep();
+    std::fs::set_permissions(&root, std::fs::Permissions::from_mode(0o711))?;
+    let mut opts = ClusterOptions::new(root.join("data"));
+    opts.die_with_parent = true; // fsync stays on: no_sync is false
+    match Cluster::start(&opts) {
+        Ok(c) => Ok(ClusterDropGuard::new(c, root)),
+        Err(e) => {
+            let _ = std::fs::remove_dir_all(&root);
+            Err(e).context("starting the bench cluster")
+        }
     }
 }
