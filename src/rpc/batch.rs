@@ -39,6 +39,11 @@ const QUOTED_BODY_BYTES: usize = 200;
 /// claim (or a lie) just grows the buffer as chunks arrive.
 const MAX_PRESIZE: u64 = 256 << 20;
 
+/// Largest answer read: far above any batch of real blocks (a mainnet block
+/// is under 2 MB, a devnet block with inline blob sidecars a few MB), so a
+/// broken or hostile endpoint cannot grow memory without bound.
+const MAX_BODY: usize = 1 << 30;
+
 /// One call's outcome: the block, split into header and transaction
 /// ranges of the response text (`None` for `null`, a block the node has not
 /// produced), or why the call failed.
@@ -91,6 +96,12 @@ pub(crate) async fn post(client: &Client, url: &Url, body: String) -> Result<Vec
     );
     loop {
         match response.chunk().await {
+            Ok(Some(chunk)) if body.len() + chunk.len() > MAX_BODY => {
+                return Err(Failure::Transport(format!(
+                    "response larger than {} MiB",
+                    MAX_BODY >> 20
+                )));
+            }
             Ok(Some(chunk)) => body.extend_from_slice(&chunk),
             Ok(None) => break,
             Err(e) => {
