@@ -23,7 +23,7 @@
 mod anvil;
 mod common;
 
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -239,15 +239,8 @@ async fn run() -> anyhow::Result<()> {
         let mut cmd = Command::new(BIN);
         cmd.args(["backfill", "--from", "1", "--to", &n.to_string()])
             .args(["--batch-size", &batch.to_string()])
-            .args(["--concurrency", &conns.to_string()])
-            .env("RPC_URL", &url)
-            .env("DATABASE_URL", cluster.url(&db))
-            .env("RUST_LOG", "warn")
-            .env_remove("WS_URL")
-            .env_remove("METRICS_ADDR")
-            .env_remove("SENDER_INDEXER_CONFIG")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null());
+            .args(["--concurrency", &conns.to_string()]);
+        common::indexer_env(&mut cmd, &url, &cluster.url(&db), "warn");
         let run = tokio::task::spawn_blocking(move || common::run_child(&mut cmd))
             .await?
             .context("running the backfill")?;

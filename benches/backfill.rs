@@ -27,7 +27,7 @@ mod common;
 #[path = "../tests/it/support/rpc_server.rs"]
 mod rpc_server;
 
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail, ensure};
@@ -219,16 +219,8 @@ async fn run() -> anyhow::Result<()> {
     argv.extend(args);
     println!("child: {}", argv.join(" "));
     let mut cmd = Command::new(&argv[0]);
-    cmd.args(&argv[1..])
-        .env("RPC_URL", server.url())
-        .env("DATABASE_URL", &db_url)
-        .env("RUST_LOG", "info")
-        .env("NO_COLOR", "1")
-        .env_remove("WS_URL")
-        .env_remove("METRICS_ADDR")
-        .env_remove("SENDER_INDEXER_CONFIG")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null());
+    cmd.args(&argv[1..]);
+    common::indexer_env(&mut cmd, &server.url(), &db_url, "info");
     let (pg_cpu0, self_cpu0) = (postgres_cpu_secs(cluster.pid()), common::self_cpu_secs());
     let run = tokio::task::spawn_blocking(move || common::run_child(&mut cmd))
         .await?

@@ -388,3 +388,22 @@ pub fn start_cluster() -> anyhow::Result<ClusterDropGuard> {
         }
     }
 }
+
+/// Points a `sender-indexer` child at `rpc_url` and `db_url` with log level
+/// `log`, and clears every other setting the environment could pass it.
+pub fn indexer_env<'a>(
+    cmd: &'a mut Command,
+    rpc_url: &str,
+    db_url: &str,
+    log: &str,
+) -> &'a mut Command {
+    cmd.env("RPC_URL", rpc_url)
+        .env("DATABASE_URL", db_url)
+        .env("RUST_LOG", log)
+        .env("NO_COLOR", "1")
+        .env_remove("WS_URL")
+        .env_remove("METRICS_ADDR")
+        .env_remove("SENDER_INDEXER_CONFIG")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+}
