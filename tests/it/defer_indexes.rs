@@ -116,14 +116,6 @@ async fn digest(pool: &PgPool) -> Vec<(String, i64)> {
     out
 }
 
-/// The checkpoint's block; `None` also before the migrations have run.
-async fn checkpoint(pool: &PgPool) -> Option<i64> {
-    sqlx::query_scalar("SELECT block_number FROM checkpoint")
-        .fetch_optional(pool)
-        .await
-        .unwrap_or(None)
-}
-
 /// A config directory, the server of the ten blocks, and the digest of
 /// those blocks indexed with the lookup indexes kept current.
 async fn with_reference() -> (tempfile::TempDir, RpcServer, Vec<(String, i64)>) {
@@ -243,7 +235,7 @@ async fn a_killed_bulk_load_leaves_them_missing_until_the_next_run_builds_them()
     );
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
-        if checkpoint(&pool).await.is_some_and(|c| c as u64 > FIRST) {
+        if pg::checkpoint(&pool).await.is_some_and(|c| c > FIRST) {
             break;
         }
         assert!(Instant::now() < deadline, "no checkpoint within 60 s");
@@ -308,8 +300,8 @@ async fn sync_builds_them_once_caught_up_and_keeps_following() {
     // Caught up with the head, and the indexes are back, while it follows.
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
-        let cp = checkpoint(&pool).await;
-        if cp == Some(LAST as i64) && lookup_indexes(&pool).await.len() == 3 {
+        let cp = pg::checkpoint(&pool).await;
+        if cp == Some(LAST) && lookup_indexes(&pool).await.len() == 3 {
             break;
         }
         assert!(
@@ -322,14 +314,7 @@ async fn sync_builds_them_once_caught_up_and_keeps_following() {
     assert_eq!(definitions(&lookup_indexes(&pool).await), DEFINITIONS);
     tokio::time::sleep(Duration::from_millis(200)).await;
     assert!(child.try_wait().unwrap().is_none(), "still following");
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(child.id() as i32),
-        nix::sys::signal::Signal::SIGTERM,
-    )
-    .unwrap();
-    let out = child.wait_with_output().unwrap();
-    let log = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{log}");
+    let log = indexer::terminate(child);
     assert!(log.contains(DROPPED) && log.contains(BUILT), "{log}");
     assert_eq!(
         log.matches(BUILT).count(),

@@ -11,3 +11,4 @@ mod follow;
 mod recover;
 mod rpc;
 mod support;
+mod ws_heads;

@@ -75,3 +75,21 @@ pub fn spawn(rpc_url: &str, db_url: &str, args: &[&str]) -> Child {
         .spawn()
         .expect("spawn sender-indexer")
 }
+
+/// Stops a running indexer the way a service manager does (SIGTERM) and
+/// waits; returns its stderr, after asserting that it exited 0.
+pub fn terminate(child: Child) -> String {
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .expect("signal sender-indexer");
+    let out = child.wait_with_output().expect("wait for sender-indexer");
+    let log = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(
+        out.status.success(),
+        "SIGTERM: exit {}; stderr:\n{log}",
+        out.status
+    );
+    log
+}

@@ -5,3 +5,4 @@ pub mod fixtures;
 pub mod indexer;
 pub mod pg;
 pub mod rpc_server;
+pub mod ws_server;

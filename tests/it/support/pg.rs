@@ -110,6 +110,36 @@ fn sweep_dead_runs() {
     }
 }
 
+/// The checkpoint's block number; `None` when there is none yet, also
+/// before the indexer has created the schema.
+pub async fn checkpoint(pool: &PgPool) -> Option<u64> {
+    sqlx::query_scalar::<_, i64>("SELECT block_number FROM checkpoint")
+        .fetch_optional(pool)
+        .await
+        .unwrap_or(None)
+        .map(|n| n as u64)
+}
+
+/// Polls the checkpoint until it is `at` (panics after `within`, or when
+/// `alive` says the indexer exited).
+pub async fn wait_for_checkpoint(
+    pool: &PgPool,
+    at: u64,
+    within: std::time::Duration,
+    mut alive: impl FnMut() -> bool,
+) {
+    let deadline = std::time::Instant::now() + within;
+    while checkpoint(pool).await != Some(at) {
+        assert!(alive(), "the indexer exited before block {at}");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "checkpoint not at {at} within {within:?}: {:?}",
+            checkpoint(pool).await
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}
+
 /// A new, empty database on the binary's cluster: a pool on it and its URL
 /// (`postgres://sender_indexer@%2Ftmp%2F...:5432/NAME?sslmode=disable`).
 /// The name holds a counter and the test's name, for reading server logs.
