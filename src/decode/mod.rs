@@ -501,7 +501,8 @@ impl BlockWire<'_> {
 }
 
 /// Reads a full block's header and where each transaction's JSON lies in
-/// `text` (byte ranges), without building a value tree.
+/// `text` (byte ranges), without building a value tree. The one-block form
+/// of [`BlockWire::split`]; the rpc stage reads whole answers instead.
 pub fn split_block(text: &str) -> Result<(BlockHeader, Vec<Range<usize>>), DecodeError> {
     let wire: BlockWire = serde_json::from_str(text)
         .map_err(|e| DecodeError::Json(format!("expected a block object: {e}")))?;
@@ -519,16 +520,6 @@ pub struct RawBlock {
 }
 
 impl RawBlock {
-    /// Splits `text` holding exactly one block.
-    pub fn from_text(text: String) -> Result<RawBlock, DecodeError> {
-        let (header, txs) = split_block(&text)?;
-        Ok(RawBlock {
-            text: std::sync::Arc::new(text),
-            header,
-            txs,
-        })
-    }
-
     /// The JSON text of transaction `i`.
     pub fn tx_json(&self, i: usize) -> Option<&str> {
         self.txs.get(i).map(|r| &self.text[r.clone()])
