@@ -67,20 +67,12 @@ fn metric(text: &str, name: &str) -> Option<f64> {
         .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
 }
 
-async fn checkpoint(pool: &PgPool) -> Option<u64> {
-    sqlx::query_scalar::<_, i64>("SELECT block_number FROM checkpoint")
-        .fetch_optional(pool)
-        .await
-        .unwrap()
-        .map(|n| n as u64)
-}
-
 /// Polls until the checkpoint passes `above`, then sends `sig`; returns
 /// the checkpoint seen.
 async fn signal_after_checkpoint(pool: &PgPool, run: &mut Running, above: u64, sig: Signal) -> u64 {
     let deadline = Instant::now() + SYNC_LIMIT;
     loop {
-        if let Some(cp) = checkpoint(pool).await.filter(|&c| c > above) {
+        if let Some(cp) = pg::checkpoint(pool).await.filter(|&c| c > above) {
             run.signal(sig);
             return cp;
         }
@@ -294,7 +286,7 @@ async fn follow_killed_then_restarted_equals_the_chain() {
     signal_after_checkpoint(&pool, &mut run, 0, Signal::SIGKILL).await;
     let status = run.wait(Duration::from_secs(10)).await;
     assert!(!status.success());
-    if let Some(cp) = checkpoint(&pool).await {
+    if let Some(cp) = pg::checkpoint(&pool).await {
         assert_db_equals_chain(&pool, &anvil, 0, cp).await;
     }
     mine_every_kind(&anvil).await;
@@ -331,7 +323,7 @@ async fn sigterm_during_sync_exits_0_and_a_restart_catches_up_and_follows() {
         "SIGTERM: exit {status}; stderr:\n{}",
         run.stderr()
     );
-    let cp = checkpoint(&pool).await.unwrap();
+    let cp = pg::checkpoint(&pool).await.unwrap();
     assert!(
         cp < head,
         "sync finished before the signal: checkpoint {cp}"
