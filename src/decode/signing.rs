@@ -1,12 +1,13 @@
 //! Signing payloads: the exact bytes each transaction type's signature (and
-//! each EIP-7702 authorization's) commits to, RLP-encoded with the `rlp`
-//! crate and hashed with keccak256. Pure functions of a decoded [`Tx`]; no
+//! each EIP-7702 authorization's) commits to, RLP-encoded with `alloy-rlp`
+//! (whose length-first headers let a payload be hashed in pieces) and hashed
+//! with keccak256. Pure functions of a decoded [`Tx`]; no
 //! parsing, no I/O, no crypto context.
 
-use rlp::RlpStream;
+use alloy_rlp::{BufMut, EMPTY_STRING_CODE, Encodable, Header};
 use sha3::{Digest, Keccak256};
 
-use super::{Authorization, B256, PayloadError, Tx, U256};
+use super::{AccessItem, Address, Authorization, B256, PayloadError, Tx, U256};
 
 impl Tx {
     /// For a legacy transaction, the chain id that `v` encodes (EIP-155:
@@ -36,6 +37,10 @@ impl Tx {
 
     /// keccak256 of the unsigned payload this transaction's signature signs;
     /// typed payloads are prefixed with their type byte.
+    ///
+    /// The payload is hashed in pieces, never assembled: the fields before
+    /// `input` and after it are encoded into one small buffer, and `input`
+    /// itself (often most of the payload) goes to keccak where it lies.
     pub fn signing_hash(&self) -> Result<B256, PayloadError> {
         let ty = self.tx_type;
         let need = |field: &'static str| PayloadError::Missing(field, ty);
@@ -43,41 +48,29 @@ impl Tx {
         let gas = self.gas.ok_or_else(|| need("gas"))?;
         let value = self.value.ok_or_else(|| need("value"))?;
         let chain_id = || self.chain_id.ok_or_else(|| need("chainId"));
-        let fees = |s: &mut RlpStream| -> Result<(), PayloadError> {
-            let tip = self
-                .max_priority_fee_per_gas
-                .ok_or_else(|| need("maxPriorityFeePerGas"))?;
-            let cap = self.max_fee_per_gas.ok_or_else(|| need("maxFeePerGas"))?;
-            s.append(&tip.minimal()).append(&cap.minimal());
-            Ok(())
-        };
-        let mut s;
+        let mut out = Vec::with_capacity(256 + self.lists_len_hint());
+        // `head` ends where `input` goes; the rest of `out` follows it.
+        let head;
         match ty {
             0 => {
                 let v = self.v.ok_or_else(|| need("v"))?;
-                let eip155 = Tx::eip155_chain_id(&v);
-                s = RlpStream::new_list_with_buffer(
-                    self.payload_buffer(),
-                    if eip155.is_some() { 9 } else { 6 },
-                );
                 let price = self.gas_price.ok_or_else(|| need("gasPrice"))?;
-                s.append(&nonce).append(&price.minimal());
-                self.append_call(&mut s, &gas, &value);
-                if let Some(id) = eip155 {
-                    s.append(&id.minimal())
-                        .append_empty_data()
-                        .append_empty_data();
+                nonce.encode(&mut out);
+                price.minimal().encode(&mut out);
+                head = self.encode_call(&mut out, &gas, &value);
+                if let Some(id) = Tx::eip155_chain_id(&v) {
+                    id.minimal().encode(&mut out);
+                    out.put_u8(EMPTY_STRING_CODE);
+                    out.put_u8(EMPTY_STRING_CODE);
                 }
-                return Ok(keccak(&[s.as_raw()]));
             }
             1 => {
-                s = RlpStream::new_list_with_buffer(self.payload_buffer(), 8);
                 let price = self.gas_price.ok_or_else(|| need("gasPrice"))?;
-                s.append(&chain_id()?.minimal())
-                    .append(&nonce)
-                    .append(&price.minimal());
-                self.append_call(&mut s, &gas, &value);
-                self.append_access_list(&mut s);
+                chain_id()?.minimal().encode(&mut out);
+                nonce.encode(&mut out);
+                price.minimal().encode(&mut out);
+                head = self.encode_call(&mut out, &gas, &value);
+                self.access_list.encode(&mut out);
             }
             // EIP-1559 and its descendants share the body; blob (3) and
             // set-code (4) transactions must name a recipient and append a tail.
@@ -85,6 +78,10 @@ impl Tx {
                 if ty != 2 && self.to.is_none() {
                     return Err(need("to"));
                 }
+                let tip = self
+                    .max_priority_fee_per_gas
+                    .ok_or_else(|| need("maxPriorityFeePerGas"))?;
+                let cap = self.max_fee_per_gas.ok_or_else(|| need("maxFeePerGas"))?;
                 let blob_fee = match ty {
                     3 => Some(
                         self.max_fee_per_blob_gas
@@ -92,71 +89,158 @@ impl Tx {
                     ),
                     _ => None,
                 };
-                let fields = [9, 11, 10][usize::from(ty - 2)];
-                s = RlpStream::new_list_with_buffer(self.payload_buffer(), fields);
-                s.append(&chain_id()?.minimal()).append(&nonce);
-                fees(&mut s)?;
-                self.append_call(&mut s, &gas, &value);
-                self.append_access_list(&mut s);
+                let auths = match ty {
+                    4 => self
+                        .authorization_list
+                        .iter()
+                        .map(|a| SignedAuthorization::of(a).map_err(need))
+                        .collect::<Result<Vec<_>, _>>()?,
+                    _ => Vec::new(),
+                };
+                chain_id()?.minimal().encode(&mut out);
+                nonce.encode(&mut out);
+                tip.minimal().encode(&mut out);
+                cap.minimal().encode(&mut out);
+                head = self.encode_call(&mut out, &gas, &value);
+                self.access_list.encode(&mut out);
                 if let Some(blob_fee) = blob_fee {
-                    s.append(&blob_fee.minimal());
-                    s.begin_list(self.blob_versioned_hashes.len());
-                    for h in &self.blob_versioned_hashes {
-                        s.append(&&h[..]);
-                    }
+                    blob_fee.minimal().encode(&mut out);
+                    self.blob_versioned_hashes.encode(&mut out);
                 }
                 if ty == 4 {
-                    s.begin_list(self.authorization_list.len());
-                    for a in &self.authorization_list {
-                        let field = |x: Option<U256>, name| x.ok_or_else(|| need(name));
-                        s.begin_list(6);
-                        s.append(&field(a.chain_id, "authorizationList.chainId")?.minimal());
-                        s.append(&&a.address.ok_or_else(|| need("authorizationList.address"))?[..]);
-                        s.append(&a.nonce.ok_or_else(|| need("authorizationList.nonce"))?);
-                        s.append(&field(a.y_parity, "authorizationList.yParity")?.minimal());
-                        s.append(&field(a.r, "authorizationList.r")?.minimal());
-                        s.append(&field(a.s, "authorizationList.s")?.minimal());
-                    }
+                    auths.encode(&mut out);
                 }
             }
             other => return Err(PayloadError::UnsupportedType(other)),
         }
-        Ok(keccak(&[&[ty], s.as_raw()]))
+        let in_place = self.input_in_place();
+        let mut prefix = Vec::with_capacity(10);
+        if ty != 0 {
+            prefix.put_u8(ty);
+        }
+        Header {
+            list: true,
+            payload_length: out.len() + in_place.len(),
+        }
+        .encode(&mut prefix);
+        Ok(keccak(&[&prefix, &out[..head], in_place, &out[head..]]))
     }
 
-    /// A buffer the whole payload fits in, so a large `input` is not copied
-    /// again by every doubling of a small one.
-    fn payload_buffer(&self) -> bytes::BytesMut {
-        let list_bytes = 64 * self.access_list.len()
+    /// Room for the access, blob and authorization lists, so that the
+    /// buffer is allocated once.
+    fn lists_len_hint(&self) -> usize {
+        64 * self.access_list.len()
             + 33 * self
                 .access_list
                 .iter()
                 .map(|a| a.storage_keys.len())
                 .sum::<usize>()
             + 33 * self.blob_versioned_hashes.len()
-            + 120 * self.authorization_list.len();
-        bytes::BytesMut::with_capacity(256 + self.input.len() + list_bytes)
+            + 120 * self.authorization_list.len()
     }
 
-    /// `gas, to, value, data`: the part every payload shares.
-    fn append_call(&self, s: &mut RlpStream, gas: &U256, value: &U256) {
-        s.append(&gas.minimal());
+    /// `gas, to, value` and the header of `data` (the part every payload
+    /// shares); returns where `data`'s bytes go in `out`. A short `data` is
+    /// encoded whole (one byte below 0x80 is its own encoding).
+    fn encode_call(&self, out: &mut Vec<u8>, gas: &U256, value: &U256) -> usize {
+        gas.minimal().encode(out);
         match &self.to {
-            Some(to) => s.append(&&to[..]),
-            None => s.append_empty_data(),
+            Some(to) => to.encode(out),
+            None => out.put_u8(EMPTY_STRING_CODE),
         };
-        s.append(&value.minimal()).append(&self.input.as_slice());
+        value.minimal().encode(out);
+        let in_place = self.input_in_place();
+        if in_place.is_empty() {
+            // As a byte string: `Vec<u8>` itself would encode as a list.
+            self.input.as_slice().encode(out);
+        } else {
+            Header {
+                list: false,
+                payload_length: in_place.len(),
+            }
+            .encode(out);
+        }
+        out.len()
     }
 
-    fn append_access_list(&self, s: &mut RlpStream) {
-        s.begin_list(self.access_list.len());
-        for item in &self.access_list {
-            s.begin_list(2).append(&&item.address[..]);
-            s.begin_list(item.storage_keys.len());
-            for k in &item.storage_keys {
-                s.append(&&k[..]);
-            }
+    /// `input`'s bytes when they are hashed where they lie, after a header
+    /// in the buffer; empty when `input` is short and encoded whole there.
+    fn input_in_place(&self) -> &[u8] {
+        if self.input.len() > 55 {
+            &self.input
+        } else {
+            &[]
         }
+    }
+}
+
+impl Encodable for AccessItem {
+    fn encode(&self, out: &mut dyn BufMut) {
+        Header {
+            list: true,
+            payload_length: self.address.length() + self.storage_keys.length(),
+        }
+        .encode(out);
+        self.address.encode(out);
+        self.storage_keys.encode(out);
+    }
+
+    fn length(&self) -> usize {
+        let payload_length = self.address.length() + self.storage_keys.length();
+        payload_length + alloy_rlp::length_of_length(payload_length)
+    }
+}
+
+/// An EIP-7702 tuple as a type-4 payload holds it: every field present.
+struct SignedAuthorization<'a> {
+    chain_id: &'a U256,
+    address: &'a Address,
+    nonce: u64,
+    y_parity: &'a U256,
+    r: &'a U256,
+    s: &'a U256,
+}
+
+impl<'a> SignedAuthorization<'a> {
+    fn of(a: &'a Authorization) -> Result<Self, &'static str> {
+        Ok(SignedAuthorization {
+            chain_id: a.chain_id.as_ref().ok_or("authorizationList.chainId")?,
+            address: a.address.as_ref().ok_or("authorizationList.address")?,
+            nonce: a.nonce.ok_or("authorizationList.nonce")?,
+            y_parity: a.y_parity.as_ref().ok_or("authorizationList.yParity")?,
+            r: a.r.as_ref().ok_or("authorizationList.r")?,
+            s: a.s.as_ref().ok_or("authorizationList.s")?,
+        })
+    }
+
+    fn payload_length(&self) -> usize {
+        self.chain_id.minimal().length()
+            + self.address.length()
+            + self.nonce.length()
+            + self.y_parity.minimal().length()
+            + self.r.minimal().length()
+            + self.s.minimal().length()
+    }
+}
+
+impl Encodable for SignedAuthorization<'_> {
+    fn encode(&self, out: &mut dyn BufMut) {
+        Header {
+            list: true,
+            payload_length: self.payload_length(),
+        }
+        .encode(out);
+        self.chain_id.minimal().encode(out);
+        self.address.encode(out);
+        self.nonce.encode(out);
+        self.y_parity.minimal().encode(out);
+        self.r.minimal().encode(out);
+        self.s.minimal().encode(out);
+    }
+
+    fn length(&self) -> usize {
+        let payload_length = self.payload_length();
+        payload_length + alloy_rlp::length_of_length(payload_length)
     }
 }
 
@@ -164,11 +248,18 @@ impl Authorization {
     /// keccak256(0x05 || rlp([chainId, address, nonce])): what an EIP-7702
     /// authority signs. `None` when a field is missing.
     pub fn signing_hash(&self) -> Option<B256> {
-        let mut s = RlpStream::new_list(3);
-        s.append(&self.chain_id?.minimal())
-            .append(&&self.address?[..])
-            .append(&self.nonce?);
-        Some(keccak(&[&[0x05], s.as_raw()]))
+        let (chain_id, address, nonce) = (self.chain_id?, self.address?, self.nonce?);
+        let mut out = Vec::with_capacity(64);
+        out.put_u8(0x05);
+        Header {
+            list: true,
+            payload_length: chain_id.minimal().length() + address.length() + nonce.length(),
+        }
+        .encode(&mut out);
+        chain_id.minimal().encode(&mut out);
+        address.encode(&mut out);
+        nonce.encode(&mut out);
+        Some(keccak(&[&out]))
     }
 }
 
