@@ -114,16 +114,20 @@ impl Tx {
             other => return Err(PayloadError::UnsupportedType(other)),
         }
         let in_place = self.input_in_place();
-        let mut prefix = Vec::with_capacity(10);
+        // The type byte and the list header: at most 1 + 9 bytes.
+        let mut prefix = [0u8; 10];
+        let mut free = &mut prefix[..];
         if ty != 0 {
-            prefix.put_u8(ty);
+            free.put_u8(ty);
         }
         Header {
             list: true,
             payload_length: out.len() + in_place.len(),
         }
-        .encode(&mut prefix);
-        Ok(keccak(&[&prefix, &out[..head], in_place, &out[head..]]))
+        .encode(&mut free);
+        let used = 10 - free.len();
+        let prefix = &prefix[..used];
+        Ok(keccak(&[prefix, &out[..head], in_place, &out[head..]]))
     }
 
     /// Room for the access, blob and authorization lists, so that the
