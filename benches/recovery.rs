@@ -29,7 +29,7 @@ use std::process::{Command, Stdio};
 use common::{ChildRun, Pair, Timing, print_table, thousands};
 use secp256k1::Secp256k1;
 use sender_indexer::decode::{Address, Tx};
-use sender_indexer::recover::recover_tx;
+use sender_indexer::recover::{prefetch, recover_tx};
 use sha3::{Digest, Keccak256};
 
 const BIN: &str = env!("CARGO_BIN_EXE_sender-indexer");
@@ -89,10 +89,12 @@ fn only_floor(pairs: &[common::Pair]) -> usize {
 
 #[inline(never)]
 fn only_full(lines: &[String]) -> usize {
-    lines
-        .iter()
-        .filter(|l| {
-            let tx = Tx::from_json(black_box(l)).expect("fixture tx decodes");
+    (0..lines.len())
+        .filter(|&i| {
+            if let Some(next) = lines.get(i + 1) {
+                prefetch(next.as_bytes());
+            }
+            let tx = Tx::from_json(black_box(&lines[i])).expect("fixture tx decodes");
             black_box(recover_tx(&tx)).sender.is_ok()
         })
         .count()
@@ -142,11 +144,16 @@ fn main() {
     );
     println!("binary: {BIN}");
 
-    // The full path of one transaction, from its JSON text; returns the
+    // The full path of one transaction, from its JSON text, as the pool's
+    // loops run it (`recover_slices`, the `recover` command): the next
+    // text is prefetched while this one is recovered. Returns the
     // recoveries that succeeded, which must be exactly the floor's.
     let full_path = || {
         let mut ok = 0;
-        for line in &lines {
+        for (i, line) in lines.iter().enumerate() {
+            if let Some(next) = lines.get(i + 1) {
+                prefetch(next.as_bytes());
+            }
             let tx = Tx::from_json(black_box(line)).expect("fixture tx decodes");
             let rec = black_box(recover_tx(&tx));
             ok += usize::from(rec.sender.is_ok())
@@ -281,7 +288,7 @@ fn main() {
                 "reference".into(),
             ),
             row(
-                "(b) JSON -> Tx::from_json -> recover_tx",
+                "(b) JSON -> Tx::from_json -> recover_tx (+prefetch)",
                 1,
                 n,
                 &b,

@@ -14,7 +14,7 @@ use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader
 use tokio::sync::{mpsc, oneshot};
 
 use crate::decode::{Tx, hex0x};
-use crate::recover::{Pool, recover_tx};
+use crate::recover::{Pool, prefetch, recover_tx};
 
 /// Lines per pool job: large enough that queueing costs nothing next to
 /// ~50 µs of recovery per line, small enough to keep workers evenly fed.
@@ -95,7 +95,16 @@ where
             if chunk.len() == CHUNK_LINES || (!chunk.is_empty() && (eof || !more_buffered)) {
                 let lines = std::mem::replace(&mut chunk, Vec::with_capacity(CHUNK_LINES));
                 let rx = pool
-                    .spawn(move || lines.iter().map(|l| process_line(l)).collect())
+                    .spawn(move || {
+                        (0..lines.len())
+                            .map(|i| {
+                                if let Some(next) = lines.get(i + 1) {
+                                    prefetch(next.as_bytes());
+                                }
+                                process_line(&lines[i])
+                            })
+                            .collect()
+                    })
                     .await;
                 if order_tx.send(rx).await.is_err() {
                     break; // the writer stopped on an output error

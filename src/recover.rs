@@ -198,14 +198,34 @@ pub fn recover_slices(
     text: &str,
     ranges: &[Range<usize>],
 ) -> Vec<Result<RecoveredTx, DecodeError>> {
-    ranges
-        .iter()
-        .map(|r| {
-            let tx = Tx::from_json(&text[r.clone()])?;
+    (0..ranges.len())
+        .map(|i| {
+            if let Some(next) = ranges.get(i + 1) {
+                prefetch(&text.as_bytes()[next.clone()]);
+            }
+            let tx = Tx::from_json(&text[ranges[i].clone()])?;
             let recovered = recover_tx(&tx);
             Ok(RecoveredTx { tx, recovered })
         })
         .collect()
+}
+
+/// Asks the CPU to bring `bytes`, the next transaction's text, into its
+/// caches while the current one is decoded and recovered (~30 µs of
+/// arithmetic that touches little memory), so the next decode does not
+/// stall on it. Worth 1-1.5% of one thread's throughput on the fixture
+/// transactions. A hint only: no effect on results, none off x86_64.
+/// Stops after 16 KiB: by then the hardware prefetcher follows the read.
+pub fn prefetch(bytes: &[u8]) {
+    #[cfg(target_arch = "x86_64")]
+    for at in (0..bytes.len().min(16 << 10)).step_by(64) {
+        use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
+        // SAFETY: a prefetch never faults nor changes memory, and the
+        // address lies inside `bytes`.
+        unsafe { _mm_prefetch::<_MM_HINT_T0>(bytes.as_ptr().add(at).cast()) };
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = bytes;
 }
 
 /// Recovery jobs queued or running per recovery thread: enough to keep
