@@ -177,6 +177,22 @@ impl Timing {
         (max - min) / self.median()
     }
 
+    /// Throughput relative to `reference`, round by round (`reference`'s
+    /// time over this one's, each pair measured back to back by
+    /// [`time_interleaved`]), then the median: drift of the machine's
+    /// speed across rounds cancels within each pair.
+    pub fn paired_ratio(&self, reference: &Timing) -> f64 {
+        let ratios = Timing {
+            rounds: self
+                .rounds
+                .iter()
+                .zip(&reference.rounds)
+                .map(|(mine, theirs)| theirs / mine)
+                .collect(),
+        };
+        ratios.median()
+    }
+
     pub fn extend(&mut self, other: Timing) {
         self.rounds.extend(other.rounds);
     }
