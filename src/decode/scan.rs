@@ -199,39 +199,42 @@ impl<'a> Cursor<'a> {
 
     /// `{ "key": value, ... }`; `field` reads each value.
     fn object(&mut self, mut field: impl FnMut(&mut Self, &'a [u8]) -> Option<()>) -> Option<()> {
-        self.eat(b'{')?;
-        if self.eat(b'}').is_some() {
-            return Some(());
-        }
-        loop {
-            let key = self.string()?;
-            self.eat(b':')?;
-            field(self, key)?;
-            match self.peek()? {
-                b',' => self.at += 1,
-                b'}' => {
-                    self.at += 1;
-                    return Some(());
-                }
-                _ => return None,
-            }
-        }
+        self.sequence(b'{', b'}', |c| {
+            let key = c.string()?;
+            c.eat(b':')?;
+            field(c, key)
+        })
     }
 
     /// `[ item, ... ]`.
     fn array<T>(&mut self, mut item: impl FnMut(&mut Self) -> Option<T>) -> Option<Vec<T>> {
-        self.eat(b'[')?;
         let mut out = Vec::new();
-        if self.eat(b']').is_some() {
-            return Some(out);
+        self.sequence(b'[', b']', |c| {
+            out.push(item(c)?);
+            Some(())
+        })?;
+        Some(out)
+    }
+
+    /// `open`, then entries read by `entry` and separated by commas (none
+    /// trailing), then `close`: what objects and arrays share.
+    fn sequence(
+        &mut self,
+        open: u8,
+        close: u8,
+        mut entry: impl FnMut(&mut Self) -> Option<()>,
+    ) -> Option<()> {
+        self.eat(open)?;
+        if self.eat(close).is_some() {
+            return Some(());
         }
         loop {
-            out.push(item(self)?);
+            entry(self)?;
             match self.peek()? {
                 b',' => self.at += 1,
-                b']' => {
+                b if b == close => {
                     self.at += 1;
-                    return Some(out);
+                    return Some(());
                 }
                 _ => return None,
             }
