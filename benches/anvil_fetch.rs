@@ -30,7 +30,8 @@ use std::time::{Duration, Instant};
 use anvil::{Anvil, AnvilOptions};
 use anyhow::{Context as _, bail, ensure};
 use futures::{StreamExt, TryStreamExt, stream};
-use sender_indexer::rpc::{RpcClient, RpcConfig};
+use sender_indexer::config::Settings;
+use sender_indexer::rpc::RpcClient;
 use serde_json::{Value, json};
 
 const BIN: &str = env!("CARGO_BIN_EXE_sender-indexer");
@@ -122,15 +123,15 @@ async fn fetch_raw(url: &str, blocks: u64, batch: usize, conns: usize) -> anyhow
 
 /// Ours: `RpcClient::block_stream`; returns the transactions seen.
 async fn fetch_ours(url: &str, blocks: u64, batch: usize, conns: usize) -> anyhow::Result<usize> {
-    let rpc = Arc::new(RpcClient::new(RpcConfig {
-        url: url.to_owned(),
-        batch_size: batch,
-        max_in_flight: conns,
-        request_timeout: Duration::from_secs(60),
-        max_retries: 2,
-        backoff_initial: Duration::from_millis(100),
-        backoff_max: Duration::from_secs(1),
-    })?);
+    let mut cfg = Settings::defaults().rpc;
+    cfg.url = url.parse()?;
+    cfg.batch_size = batch.try_into()?;
+    cfg.max_in_flight = conns.try_into()?;
+    cfg.request_timeout = Duration::from_secs(60);
+    cfg.max_retries = 2;
+    cfg.backoff_initial = Duration::from_millis(100);
+    cfg.backoff_max = Duration::from_secs(1);
+    let rpc = Arc::new(RpcClient::new(cfg)?);
     let mut txs = 0;
     let mut expected = 1;
     let mut s = std::pin::pin!(rpc.block_stream(1..=blocks));

@@ -2,21 +2,32 @@
 //! file, then environment variables, then flags, into one typed value.
 //!
 //! The defaults live in exactly one place, the TOML file that documents
-//! them. This module validates and merges; it does not act on settings, and
-//! its `Debug` output never shows credentials.
+//! them; nothing in the code writes a default of its own. Every layer is
+//! laid on the same TOML table, which is then parsed once into typed
+//! settings (durations, addresses, URLs, non-zero sizes), so a bad value
+//! fails the same way wherever it came from, with an error that names the
+//! setting and the layer that set it. Each stage reads its own section
+//! ([`RpcSettings`], [`IndexSettings`], …); there is no second copy of
+//! them elsewhere. This module acts on nothing, and its `Debug` output
+//! never shows credentials.
 
-use std::path::Path;
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::num::{NonZeroU32, NonZeroU64, NonZeroUsize};
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
 use std::time::Duration;
 
 use anyhow::{Context, bail};
-use serde::Deserialize;
+use serde::{Deserialize, Deserializer};
+use url::Url;
 
-use crate::cli::Cli;
+use crate::redact::redact_url;
 
 /// The documented defaults, compiled in.
 pub const DEFAULT_TOML: &str = include_str!("../config/default.toml");
 
-#[derive(Clone, Deserialize)]
+#[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Settings {
     pub rpc: RpcSettings,
@@ -26,97 +37,233 @@ pub struct Settings {
     pub metrics: MetricsSettings,
 }
 
+/// The rpc stage's settings.
 #[derive(Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RpcSettings {
-    pub url: String,
-    pub ws_url: String,
-    pub batch_size: usize,
-    pub max_in_flight: usize,
-    pub request_timeout_ms: u64,
+    /// `http://` or `https://` endpoint; may carry credentials.
+    #[serde(deserialize_with = "http_url")]
+    pub url: Url,
+    /// `ws://` endpoint for `newHeads`; `None` polls.
+    #[serde(deserialize_with = "optional")]
+    pub ws_url: Option<Url>,
+    /// Blocks per JSON-RPC batch. Full blocks run to megabytes, so this also
+    /// bounds one response's size; shrunk at run time if the provider caps it.
+    pub batch_size: NonZeroUsize,
+    /// Batches in flight at once; with `batch_size`, bounds buffered blocks.
+    pub max_in_flight: NonZeroUsize,
+    /// Deadline for one HTTP round trip (a whole batch).
+    #[serde(rename = "request_timeout_ms", deserialize_with = "positive_millis")]
+    pub request_timeout: Duration,
+    /// Consecutive failed tries allowed per call or batch before giving up.
     pub max_retries: u32,
-    pub backoff_initial_ms: u64,
-    pub backoff_max_ms: u64,
+    #[serde(rename = "backoff_initial_ms", deserialize_with = "millis")]
+    pub backoff_initial: Duration,
+    #[serde(rename = "backoff_max_ms", deserialize_with = "millis")]
+    pub backoff_max: Duration,
 }
 
+/// Where the data goes.
 #[derive(Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct DatabaseSettings {
-    pub url: String,
-    pub data_dir: String,
-    pub max_connections: u32,
+    /// `postgres://` URL; `None` runs the embedded cluster.
+    #[serde(deserialize_with = "optional_postgres_url")]
+    pub url: Option<Url>,
+    /// The embedded cluster's data directory; `None`: the per-user default.
+    #[serde(deserialize_with = "optional")]
+    pub data_dir: Option<PathBuf>,
+    pub max_connections: NonZeroU32,
 }
 
+/// The recovery pool and the writer.
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct IndexSettings {
+    /// Recovery threads; 0 means one per core.
     pub threads: usize,
-    pub write_batch_txs: usize,
-    pub write_batch_blocks: usize,
+    pub write_batch_txs: NonZeroUsize,
+    pub write_batch_blocks: NonZeroUsize,
     pub strict: bool,
+    /// 0 never defers the lookup indexes.
     pub defer_indexes_min_blocks: u64,
 }
 
+/// The converge loop at the head.
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct FollowSettings {
-    pub poll_interval_ms: u64,
+    #[serde(rename = "poll_interval_ms", deserialize_with = "positive_millis")]
+    pub poll_interval: Duration,
     pub confirmations: u64,
-    pub max_reorg_depth: u64,
+    pub max_reorg_depth: NonZeroU64,
 }
 
+/// The `/metrics` and `/health` endpoint.
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct MetricsSettings {
-    pub listen: String,
+    #[serde(deserialize_with = "optional")]
+    pub listen: Option<SocketAddr>,
     pub max_lag_blocks: u64,
-    pub max_stall_ms: u64,
+    #[serde(rename = "max_stall_ms", deserialize_with = "millis")]
+    pub max_stall: Duration,
 }
 
-impl RpcSettings {
-    pub fn request_timeout(&self) -> Duration {
-        Duration::from_millis(self.request_timeout_ms)
-    }
-}
-
-impl FollowSettings {
-    pub fn poll_interval(&self) -> Duration {
-        Duration::from_millis(self.poll_interval_ms)
-    }
-}
-
+// Hand-written so that `{:?}` of the settings never prints credentials.
 impl std::fmt::Debug for RpcSettings {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RpcSettings")
-            .field("url", &crate::rpc::redact_url(&self.url))
-            .field("ws_url", &crate::rpc::redact_url(&self.ws_url))
+            .field("url", &redact_url(self.url.as_str()))
+            .field(
+                "ws_url",
+                &self.ws_url.as_ref().map(|u| redact_url(u.as_str())),
+            )
             .field("batch_size", &self.batch_size)
             .field("max_in_flight", &self.max_in_flight)
-            .field("request_timeout_ms", &self.request_timeout_ms)
+            .field("request_timeout", &self.request_timeout)
             .field("max_retries", &self.max_retries)
-            .finish_non_exhaustive()
+            .field("backoff_initial", &self.backoff_initial)
+            .field("backoff_max", &self.backoff_max)
+            .finish()
     }
 }
 
 impl std::fmt::Debug for DatabaseSettings {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("DatabaseSettings")
-            .field("url", &crate::rpc::redact_url(&self.url))
+            .field("url", &self.url.as_ref().map(|u| redact_url(u.as_str())))
             .field("data_dir", &self.data_dir)
             .field("max_connections", &self.max_connections)
             .finish()
     }
 }
 
-impl std::fmt::Debug for Settings {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Settings")
-            .field("rpc", &self.rpc)
-            .field("database", &self.database)
-            .field("index", &self.index)
-            .field("follow", &self.follow)
-            .field("metrics", &self.metrics)
-            .finish()
+/// Milliseconds, as the file writes durations.
+fn millis<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+    u64::deserialize(d).map(Duration::from_millis)
+}
+
+fn positive_millis<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+    match u64::deserialize(d)? {
+        0 => Err(serde::de::Error::custom(
+            "must be at least 1 (milliseconds)",
+        )),
+        ms => Ok(Duration::from_millis(ms)),
+    }
+}
+
+/// A string parsed with `FromStr`; the empty string means "not set".
+fn optional<'de, D, T>(d: D) -> Result<Option<T>, D::Error>
+where
+    D: Deserializer<'de>,
+    T: FromStr,
+    T::Err: std::fmt::Display,
+{
+    let s = String::deserialize(d)?;
+    if s.is_empty() {
+        return Ok(None);
+    }
+    s.parse().map(Some).map_err(|e| {
+        // The value may be a URL with credentials: never echo it.
+        serde::de::Error::custom(format_args!("{e}: {}", redact_url(&s)))
+    })
+}
+
+fn http_url<'de, D: Deserializer<'de>>(d: D) -> Result<Url, D::Error> {
+    optional(d)?
+        .ok_or_else(|| serde::de::Error::custom("must not be empty"))
+        .and_then(|u| with_scheme(u, &["http", "https"]))
+}
+
+fn optional_postgres_url<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Url>, D::Error> {
+    optional(d)?
+        .map(|u| with_scheme(u, &["postgres", "postgresql"]))
+        .transpose()
+}
+
+fn with_scheme<E: serde::de::Error>(url: Url, schemes: &[&str]) -> Result<Url, E> {
+    if schemes.contains(&url.scheme()) {
+        return Ok(url);
+    }
+    Err(E::custom(format_args!(
+        "unsupported scheme {} in {} (want {})",
+        url.scheme(),
+        redact_url(url.as_str()),
+        schemes.join(" or ")
+    )))
+}
+
+/// Overrides from outside the files, each with the setting it sets and
+/// where it came from; `crate::app` fills it from the environment and the
+/// command line.
+#[derive(Debug, Default)]
+pub struct Overrides {
+    layers: Vec<(&'static str, toml::Value, String)>,
+}
+
+impl Overrides {
+    /// Sets `setting` (`section.key`) to `value`, naming `origin` (e.g.
+    /// `flag --batch-size`, `environment RPC_URL`) in errors.
+    pub fn set(&mut self, setting: &'static str, value: impl Into<toml::Value>, origin: String) {
+        self.layers.push((setting, value.into(), origin));
+    }
+
+    /// Reads `name` from the environment into `setting` when it is set and
+    /// not empty.
+    pub fn env(&mut self, setting: &'static str, name: &str) {
+        if let Some(v) = std::env::var(name).ok().filter(|v| !v.is_empty()) {
+            self.set(setting, v, format!("environment {name}"));
+        }
+    }
+}
+
+impl Settings {
+    /// Defaults, then the user's file (if any), then `overrides` in order.
+    pub fn load(file: Option<&Path>, overrides: Overrides) -> anyhow::Result<Settings> {
+        let mut table: toml::Table = toml::from_str(DEFAULT_TOML).context("built-in defaults")?;
+        let mut origins: HashMap<String, String> = HashMap::new();
+        if let Some(path) = file {
+            let user = read_file(path)?;
+            for (section, v) in &user {
+                let keys = v.as_table().map(|t| t.keys().cloned().collect::<Vec<_>>());
+                for key in keys.unwrap_or_default() {
+                    origins.insert(
+                        format!("{section}.{key}"),
+                        format!("config file {}", path.display()),
+                    );
+                }
+            }
+            merge(&mut table, user);
+        }
+        for (setting, value, origin) in overrides.layers {
+            let (section, key) = setting.split_once('.').expect("section.key");
+            let slot = table
+                .entry(section)
+                .or_insert_with(|| toml::Value::Table(Default::default()));
+            if let toml::Value::Table(t) = slot {
+                t.insert(key.to_owned(), value);
+            }
+            origins.insert(setting.to_owned(), origin);
+        }
+        serde_path_to_error::deserialize(toml::Value::Table(table)).map_err(|e| {
+            let path = e.path().to_string();
+            let message = e.inner().message();
+            let origin = match (origins.get(&path), file) {
+                (Some(origin), _) => format!(" (from {origin})"),
+                // Only the user's file can hold keys the defaults do not.
+                (None, Some(p)) if message.starts_with("unknown field") => {
+                    format!(" (in config file {})", p.display())
+                }
+                _ => String::new(),
+            };
+            anyhow::anyhow!("setting {path}{origin}: {message}")
+        })
+    }
+
+    /// Settings as the defaults file gives them (for tests and tools).
+    pub fn defaults() -> Settings {
+        Settings::load(None, Overrides::default()).expect("config/default.toml is valid")
     }
 }
 
@@ -132,168 +279,138 @@ fn merge(base: &mut toml::Table, over: toml::Table) {
     }
 }
 
-/// Environment variables the settings read, and where they go.
-fn env(name: &str) -> Option<String> {
-    std::env::var(name).ok().filter(|v| !v.is_empty())
-}
-
-impl Settings {
-    /// Defaults, then the user's file, then the environment, then the flags.
-    pub fn load(cli: &Cli) -> anyhow::Result<Settings> {
-        let mut table: toml::Table = toml::from_str(DEFAULT_TOML).context("built-in defaults")?;
-        let file = cli
-            .config
-            .clone()
-            .or_else(|| env("SENDER_INDEXER_CONFIG").map(Into::into));
-        if let Some(path) = &file {
-            merge(&mut table, read_file(path)?);
-        }
-        let mut s: Settings = table
-            .try_into()
-            .map_err(|e| anyhow::anyhow!("{}: {e}", file_name(file.as_deref())))?;
-        s.apply_env();
-        s.apply_flags(cli);
-        s.validate()?;
-        Ok(s)
-    }
-
-    /// Settings as the defaults file gives them (for tests and tools).
-    pub fn defaults() -> Settings {
-        toml::from_str(DEFAULT_TOML).expect("config/default.toml is valid")
-    }
-
-    fn apply_env(&mut self) {
-        let set = |slot: &mut String, name| {
-            if let Some(v) = env(name) {
-                *slot = v;
-            }
-        };
-        set(&mut self.rpc.url, "RPC_URL");
-        set(&mut self.rpc.ws_url, "WS_URL");
-        set(&mut self.database.url, "DATABASE_URL");
-        set(&mut self.database.data_dir, "SENDER_INDEXER_DATA_DIR");
-        set(&mut self.metrics.listen, "METRICS_ADDR");
-    }
-
-    fn apply_flags(&mut self, cli: &Cli) {
-        let g = &cli.global;
-        if let Some(v) = &g.rpc_url {
-            self.rpc.url = v.clone();
-        }
-        if let Some(v) = &g.ws_url {
-            self.rpc.ws_url = v.clone();
-        }
-        if let Some(v) = &g.database_url {
-            self.database.url = v.clone();
-        }
-        if let Some(v) = &g.data_dir {
-            self.database.data_dir = v.display().to_string();
-        }
-        if let Some(v) = g.batch_size {
-            self.rpc.batch_size = v;
-        }
-        if let Some(v) = g.concurrency {
-            self.rpc.max_in_flight = v;
-        }
-        if let Some(v) = g.threads {
-            self.index.threads = v;
-        }
-        if g.strict {
-            self.index.strict = true;
-        }
-        if let Some(v) = g.confirmations {
-            self.follow.confirmations = v;
-        }
-        if let Some(v) = g.poll_interval_ms {
-            self.follow.poll_interval_ms = v;
-        }
-        if let Some(v) = g.max_reorg_depth {
-            self.follow.max_reorg_depth = v;
-        }
-        if let Some(v) = &g.metrics_addr {
-            self.metrics.listen = v.clone();
-        }
-    }
-
-    fn validate(&self) -> anyhow::Result<()> {
-        let positive = [
-            ("rpc.batch_size", self.rpc.batch_size as u64),
-            ("rpc.max_in_flight", self.rpc.max_in_flight as u64),
-            ("rpc.request_timeout_ms", self.rpc.request_timeout_ms),
-            (
-                "database.max_connections",
-                self.database.max_connections as u64,
-            ),
-            ("index.write_batch_txs", self.index.write_batch_txs as u64),
-            (
-                "index.write_batch_blocks",
-                self.index.write_batch_blocks as u64,
-            ),
-            ("follow.poll_interval_ms", self.follow.poll_interval_ms),
-            ("follow.max_reorg_depth", self.follow.max_reorg_depth),
-        ];
-        for (name, v) in positive {
-            if v == 0 {
-                bail!("setting {name} must be at least 1");
-            }
-        }
-        url::Url::parse(&self.rpc.url).with_context(|| {
-            format!(
-                "setting rpc.url: not a URL: {}",
-                crate::rpc::redact_url(&self.rpc.url)
-            )
-        })?;
-        if !self.metrics.listen.is_empty() {
-            self.metrics
-                .listen
-                .parse::<std::net::SocketAddr>()
-                .with_context(|| {
-                    format!(
-                        "setting metrics.listen: not an address: {}",
-                        self.metrics.listen
-                    )
-                })?;
-        }
-        Ok(())
-    }
-}
-
-fn file_name(path: Option<&Path>) -> String {
-    path.map_or("built-in defaults".into(), |p| {
-        format!("config file {}", p.display())
-    })
-}
-
 fn read_file(path: &Path) -> anyhow::Result<toml::Table> {
     let text = std::fs::read_to_string(path)
         .with_context(|| format!("cannot read config file {}", path.display()))?;
-    toml::from_str(&text).with_context(|| format!("config file {}", path.display()))
+    let table: toml::Table =
+        toml::from_str(&text).with_context(|| format!("config file {}", path.display()))?;
+    for (section, v) in &table {
+        if !v.is_table() {
+            bail!(
+                "config file {}: {section} is not a [section]; settings are grouped as [rpc], [database], [index], [follow], [metrics]",
+                path.display()
+            );
+        }
+    }
+    Ok(table)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    #[test]
-    fn defaults_parse_and_validate() {
-        let s = Settings::defaults();
-        s.validate().unwrap();
-        assert_eq!(s.follow.max_reorg_depth, 128);
+    fn load(toml: &str, overrides: Overrides) -> anyhow::Result<Settings> {
+        let dir = std::env::temp_dir().join(format!(
+            "sender-indexer-config-{}-{}",
+            std::process::id(),
+            fastrand::u64(..)
+        ));
+        std::fs::write(&dir, toml).unwrap();
+        let r = Settings::load(Some(&dir), overrides);
+        let _ = std::fs::remove_file(&dir);
+        r
     }
 
     #[test]
-    fn unknown_settings_are_named() {
-        let mut t: toml::Table = toml::from_str(DEFAULT_TOML).unwrap();
-        merge(&mut t, toml::from_str("[rpc]\nbatchsize = 5").unwrap());
-        let err = t.try_into::<Settings>().err().unwrap().to_string();
-        assert!(err.contains("batchsize"), "{err}");
+    fn defaults_parse_into_typed_values() {
+        let s = Settings::defaults();
+        assert_eq!(s.follow.max_reorg_depth.get(), 128);
+        assert_eq!(s.rpc.url.as_str(), "http://127.0.0.1:8545/");
+        assert_eq!(s.rpc.request_timeout, Duration::from_secs(30));
+        assert_eq!(s.follow.poll_interval, Duration::from_secs(2));
+        assert!(s.rpc.ws_url.is_none() && s.database.url.is_none());
+        assert!(s.metrics.listen.is_none());
+    }
+
+    #[test]
+    fn errors_name_the_setting_and_where_it_was_set() {
+        let err = load("[rpc]\nbatchsize = 5\n", Overrides::default())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("batchsize") && err.contains("config file"),
+            "{err}"
+        );
+
+        let err = load("[rpc]\nbatch_size = 0\n", Overrides::default())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.starts_with("setting rpc.batch_size (from config file"),
+            "{err}"
+        );
+        assert!(err.contains("nonzero"), "{err}");
+
+        let mut o = Overrides::default();
+        o.set(
+            "follow.poll_interval_ms",
+            0,
+            "flag --poll-interval-ms".into(),
+        );
+        let err = Settings::load(None, o).unwrap_err().to_string();
+        assert_eq!(
+            err,
+            "setting follow.poll_interval_ms (from flag --poll-interval-ms): must be at least 1 (milliseconds)"
+        );
+
+        let mut o = Overrides::default();
+        o.set(
+            "metrics.listen",
+            "localhost",
+            "environment METRICS_ADDR".into(),
+        );
+        let err = Settings::load(None, o).unwrap_err().to_string();
+        assert!(
+            err.starts_with(
+                "setting metrics.listen (from environment METRICS_ADDR): invalid socket address"
+            ),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn urls_are_checked_at_load_without_echoing_credentials() {
+        let mut o = Overrides::default();
+        o.set("rpc.url", "ws://u:hunter2@h:1/", "flag --rpc-url".into());
+        let err = Settings::load(None, o).unwrap_err().to_string();
+        assert_eq!(
+            err,
+            "setting rpc.url (from flag --rpc-url): unsupported scheme ws in ws://h:1/ (want http or https)"
+        );
+        let mut o = Overrides::default();
+        o.set(
+            "database.url",
+            "mysql://u:hunter2@h/x",
+            "environment DATABASE_URL".into(),
+        );
+        let err = Settings::load(None, o).unwrap_err().to_string();
+        assert!(
+            err.contains("want postgres or postgresql") && !err.contains("hunter2"),
+            "{err}"
+        );
+        let mut o = Overrides::default();
+        o.set("rpc.url", "not a url hunter2", "flag --rpc-url".into());
+        let err = Settings::load(None, o).unwrap_err().to_string();
+        assert!(
+            err.starts_with("setting rpc.url") && !err.contains("hunter2"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn later_layers_win() {
+        let mut o = Overrides::default();
+        o.set("rpc.batch_size", 3, "environment X".into());
+        o.set("rpc.batch_size", 4, "flag --batch-size".into());
+        let s = load("[rpc]\nbatch_size = 2\nmax_in_flight = 5\n", o).unwrap();
+        assert_eq!((s.rpc.batch_size.get(), s.rpc.max_in_flight.get()), (4, 5));
     }
 
     #[test]
     fn debug_output_hides_credentials() {
         let mut s = Settings::defaults();
-        s.database.url = "postgres://alice:hunter2@db/x".into();
-        s.rpc.url = "https://bob:secret@node.example/".into();
+        s.database.url = Some("postgres://alice:hunter2@db/x".parse().unwrap());
+        s.rpc.url = "https://bob:secret@node.example/".parse().unwrap();
         let shown = format!("{s:?}");
         assert!(
             !shown.contains("hunter2") && !shown.contains("secret"),

@@ -19,7 +19,15 @@
 //!   worker pool; no async, no SQL.
 //! * [`store`] owns every SQL statement; it does not know about RPC.
 //! * [`pipeline`] wires the stages with bounded channels and handles
-//!   checkpoints, reorgs and shutdown.
+//!   checkpoints, reorgs and shutdown. It reaches the chain through a
+//!   [`source::Source`] (the rpc client is one) and storage through a
+//!   [`sink::Sink`] (the store is one), and nothing else.
+//! * [`app`] runs a command: settings, the database, clients, signals, the
+//!   metrics server, the read-only commands; [`config`] parses settings.
+//!
+//! Where a change goes: a new table is one description in `store/tables.rs`
+//! plus its migration; a new chain source is one `impl Source`; a new
+//! storage backend one `impl Sink`.
 
 pub mod app;
 pub mod cli;
@@ -31,6 +39,9 @@ pub mod metrics;
 pub mod pipeline;
 pub mod progress;
 pub mod recover;
+pub mod redact;
 pub mod rpc;
 pub mod shutdown;
+pub mod sink;
+pub mod source;
 pub mod store;

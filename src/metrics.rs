@@ -11,7 +11,35 @@ use std::time::{Duration, Instant};
 use prometheus::{Encoder, Histogram, HistogramOpts, IntCounter, IntGauge, Registry, TextEncoder};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use crate::rpc::RpcStats;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+
+/// Counters for metrics; shared with the exporter through `rpc::RpcClient::stats`.
+#[derive(Debug, Default)]
+pub struct RpcStats {
+    pub(crate) requests: AtomicU64,
+    pub(crate) errors: AtomicU64,
+    pub(crate) retries: AtomicU64,
+    pub(crate) null_waits: AtomicU64,
+}
+
+impl RpcStats {
+    /// HTTP round trips sent (a batch counts once).
+    pub fn requests(&self) -> u64 {
+        self.requests.load(Relaxed)
+    }
+    /// Failed round trips plus failed calls inside batches.
+    pub fn errors(&self) -> u64 {
+        self.errors.load(Relaxed)
+    }
+    /// Backoff sleeps taken after retryable errors.
+    pub fn retries(&self) -> u64 {
+        self.retries.load(Relaxed)
+    }
+    /// Polls for blocks the node answered with `null` (not produced yet).
+    pub fn null_waits(&self) -> u64 {
+        self.null_waits.load(Relaxed)
+    }
+}
 
 pub struct Metrics {
     registry: Registry,

@@ -28,7 +28,9 @@ use secp256k1::{Message, Secp256k1, VerifyOnly};
 use std::ops::Range;
 use tokio::sync::{Semaphore, oneshot};
 
-use crate::decode::{Address, Authorization, B256, DecodeError, PayloadError, Tx, U256, keccak};
+use crate::decode::{
+    Address, Authorization, B256, BlockHeader, DecodeError, PayloadError, Tx, U256, keccak,
+};
 
 static SECP256K1: Lazy<Secp256k1<VerifyOnly>> = Lazy::new(Secp256k1::verification_only);
 
@@ -185,10 +187,7 @@ pub struct RecoveredTx {
 /// A block whose every transaction went through recovery, in block order.
 #[derive(Debug, Clone)]
 pub struct RecoveredBlock {
-    pub number: u64,
-    pub hash: B256,
-    pub parent_hash: B256,
-    pub timestamp: u64,
+    pub header: BlockHeader,
     pub txs: Vec<RecoveredTx>,
 }
 

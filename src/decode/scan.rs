@@ -18,7 +18,7 @@
 //! hex parsing (that is [`Tx::from_wire`](super::Tx)'s) and allocates only
 //! the lists it returns.
 
-use super::{WireAccessItem, WireAuth, WireTx};
+use super::tx::{WireAccessItem, WireAuth, WireTx};
 
 /// Reads `text` as one transaction object, or declines.
 pub(super) fn tx(text: &str) -> Option<WireTx<'_>> {

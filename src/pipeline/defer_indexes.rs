@@ -1,6 +1,6 @@
 //! When the lookup indexes (sender, hash, authority) are kept up to date
 //! row by row, and when they are dropped for a bulk load and built once at
-//! its end: the decision only; `store` runs the statements.
+//! its end: the decision only; the sink runs the statements.
 //!
 //! A range is loaded without them when the blocks it adds (those not
 //! stored yet) are at least `index.defer_indexes_min_blocks` and at least
@@ -27,7 +27,7 @@ pub struct LookupIndexes {
 impl LookupIndexes {
     /// Notes whether an earlier run left the indexes missing.
     pub async fn open(ctx: &Ctx) -> anyhow::Result<Self> {
-        let missing = ctx.store.missing_lookup_indexes().await?;
+        let missing = ctx.sink.missing_lookup_indexes().await?;
         if !missing.is_empty() {
             tracing::info!(target: "indexer", missing = %missing.join(", "), "lookup indexes are missing (an earlier bulk load did not finish); they are built once this run stops loading in bulk");
         }
@@ -39,18 +39,18 @@ impl LookupIndexes {
     /// Called before indexing `from..=to`: drops the indexes for a bulk
     /// load, or builds them when this range is not one.
     pub async fn before_range(&mut self, ctx: &Ctx, from: u64, to: u64) -> anyhow::Result<()> {
-        let min = ctx.settings.index.defer_indexes_min_blocks;
+        let min = ctx.index.defer_indexes_min_blocks;
         let blocks = to.saturating_sub(from) + 1;
         let mut new = blocks;
         let defer = min > 0 && blocks >= min && {
-            let (stored, within) = ctx.store.stored_blocks(from, to).await?;
+            let (stored, within) = ctx.sink.stored_blocks(from, to).await?;
             new = blocks - within;
             should_defer(new, stored, min)
         };
         match (defer, self.deferred) {
             (true, false) => {
                 tracing::info!(target: "indexer", new_blocks = new, "bulk load: dropping the lookup indexes (sender, hash, authority) until the range is indexed; one sorted build at the end is cheaper than keeping them current");
-                ctx.store.drop_lookup_indexes().await?;
+                ctx.sink.drop_lookup_indexes().await?;
                 self.deferred = true;
             }
             (false, true) => self.finish(ctx).await?,
@@ -65,7 +65,7 @@ impl LookupIndexes {
         if self.deferred {
             tracing::info!(target: "indexer", "building the lookup indexes (sender, hash, authority)");
             let started = std::time::Instant::now();
-            ctx.store.build_lookup_indexes().await?;
+            ctx.sink.build_lookup_indexes().await?;
             tracing::info!(target: "indexer", secs = format!("{:.1}", started.elapsed().as_secs_f64()), "lookup indexes built");
             self.deferred = false;
         }

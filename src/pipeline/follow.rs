@@ -5,8 +5,8 @@
 //! ancestor by comparing stored hashes with the node's, rolls back above it
 //! in one database transaction, and indexes the canonical blocks again.
 //!
-//! This module decides *what* range to index next; it writes no SQL and
-//! recovers nothing itself.
+//! This module decides *what* range to index next; it writes no SQL,
+//! speaks no JSON-RPC and recovers nothing itself.
 
 use std::time::Duration;
 
@@ -15,9 +15,8 @@ use futures::StreamExt;
 
 use super::defer_indexes::LookupIndexes;
 use super::{Ctx, Step, index_range};
-use crate::config::Settings;
 use crate::decode::hex0x;
-use crate::store::Store;
+use crate::source::Heads;
 
 /// How a converge loop ended (errors are `Err`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -26,10 +25,23 @@ pub enum ConvergeEnd {
     Shutdown,
 }
 
+/// Where `follow` starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FollowStart {
+    /// After the checkpoint; on an empty database, at the head (less the
+    /// confirmations). `follow`.
+    Resume,
+    /// At this block, whatever is stored. `follow --from N`.
+    At(u64),
+    /// After the checkpoint; on an empty database, at this block, so the
+    /// whole history up to the head is caught up first. `sync`.
+    CatchUp { from: u64 },
+}
+
 /// Indexes `from..=to`, resuming after the checkpoint when it lies inside
 /// the range. Already stored blocks are left as they are.
 pub async fn backfill(ctx: &Ctx, from: u64, to: u64) -> anyhow::Result<ConvergeEnd> {
-    let mut next = match ctx.store.checkpoint().await? {
+    let mut next = match ctx.sink.checkpoint().await? {
         Some((c, _)) if c + 1 >= from && c < to => {
             if c >= from {
                 tracing::info!(target: "indexer::backfill", checkpoint = c, "resuming after the checkpoint");
@@ -63,17 +75,15 @@ pub async fn backfill(ctx: &Ctx, from: u64, to: u64) -> anyhow::Result<ConvergeE
     Ok(end)
 }
 
-/// Follows the head. `from`: where to start (for `follow --from`, or the
-/// first block of `sync` on an empty database); `sync`: catch up from the
-/// checkpoint (or `from`) instead of starting at the head.
-pub async fn follow(ctx: &Ctx, from: Option<u64>, sync: bool) -> anyhow::Result<ConvergeEnd> {
-    let f = &ctx.settings.follow;
-    let checkpoint = ctx.store.checkpoint().await?.map(|c| c.0);
-    let mut next = match (from, checkpoint) {
-        (Some(n), _) if !sync => n,
+/// Follows the head from `start` until shutdown (or an error).
+pub async fn follow(ctx: &Ctx, start: FollowStart) -> anyhow::Result<ConvergeEnd> {
+    let f = &ctx.follow;
+    let checkpoint = ctx.sink.checkpoint().await?.map(|c| c.0);
+    let mut next = match (start, checkpoint) {
+        (FollowStart::At(n), _) => n,
         (_, Some(c)) => c + 1,
-        (Some(n), None) => n,
-        (None, None) => ctx.rpc.head().await?.saturating_sub(f.confirmations),
+        (FollowStart::CatchUp { from }, None) => from,
+        (FollowStart::Resume, None) => ctx.source.head().await?.saturating_sub(f.confirmations),
     };
     let start = next;
     tracing::info!(target: "indexer::follow", from = next, confirmations = f.confirmations, "following the head");
@@ -86,7 +96,7 @@ pub async fn follow(ctx: &Ctx, from: Option<u64>, sync: bool) -> anyhow::Result<
             indexes.finish(ctx).await?;
             return Ok(ConvergeEnd::Shutdown);
         }
-        let head = ctx.rpc.head().await?;
+        let head = ctx.source.head().await?;
         ctx.metrics.set_head(head);
         let target = head.saturating_sub(f.confirmations);
         if next <= target {
@@ -108,14 +118,14 @@ pub async fn follow(ctx: &Ctx, from: Option<u64>, sync: bool) -> anyhow::Result<
         // At the head: make sure the node still has our tip. A node behind
         // us with our hashes (a lagging replica) is waited out; one with
         // other hashes has reorged, possibly at the same height.
-        if let Some((tip, tip_hash)) = ctx.store.checkpoint().await? {
+        if let Some((tip, tip_hash)) = ctx.sink.checkpoint().await? {
             let probe = tip.min(target);
             let stored = if probe == tip {
                 Some(tip_hash)
             } else {
-                ctx.store.block_hash(probe).await?
+                ctx.sink.block_hash(probe).await?
             };
-            if let (Some(stored), Some(node)) = (stored, ctx.rpc.header(probe).await?) {
+            if let (Some(stored), Some(node)) = (stored, ctx.source.header(probe).await?) {
                 if node.hash != stored {
                     next = reorg(ctx, probe + 1, &mut strikes)
                         .await?
@@ -127,13 +137,13 @@ pub async fn follow(ctx: &Ctx, from: Option<u64>, sync: bool) -> anyhow::Result<
                 }
             }
         }
-        let poll = tokio::time::sleep(f.poll_interval());
+        let poll = tokio::time::sleep(f.poll_interval);
         tokio::select! {
             _ = shutdown.wait() => return Ok(ConvergeEnd::Shutdown),
             _ = poll => {}
             head = next_head(&mut heads) => {
                 if head.is_none() {
-                    tracing::warn!(target: "indexer::follow", "newHeads subscription ended; polling every {:?}", f.poll_interval());
+                    tracing::warn!(target: "indexer::follow", "newHeads subscription ended; polling every {:?}", f.poll_interval);
                     heads = None;
                 }
             }
@@ -141,27 +151,23 @@ pub async fn follow(ctx: &Ctx, from: Option<u64>, sync: bool) -> anyhow::Result<
     }
 }
 
-type Heads = Option<Box<dyn futures::Stream<Item = u64> + Send + Unpin>>;
-
-async fn subscribe(ctx: &Ctx) -> Heads {
-    let ws = &ctx.settings.rpc.ws_url;
-    if ws.is_empty() {
-        return None;
-    }
-    match ctx.rpc.subscribe_heads(ws).await {
-        Ok(s) => {
+/// New-head notifications when the source pushes them; `None` polls.
+async fn subscribe(ctx: &Ctx) -> Option<Heads> {
+    match ctx.source.new_heads().await {
+        Ok(Some(s)) => {
             tracing::info!(target: "indexer::follow", "subscribed to newHeads");
-            Some(Box::new(s))
+            Some(s)
         }
+        Ok(None) => None,
         Err(e) => {
-            tracing::warn!(target: "indexer::follow", "{e}; polling instead");
+            tracing::warn!(target: "indexer::follow", "{e:#}; polling instead");
             None
         }
     }
 }
 
 /// The next head notification; pending forever when there is no socket.
-async fn next_head(heads: &mut Heads) -> Option<u64> {
+async fn next_head(heads: &mut Option<Heads>) -> Option<u64> {
     match heads {
         Some(s) => s.next().await,
         None => std::future::pending().await,
@@ -194,13 +200,7 @@ impl Strikes {
                 at.saturating_sub(1)
             );
         }
-        tokio::time::sleep(
-            ctx.settings
-                .follow
-                .poll_interval()
-                .min(Duration::from_secs(1)),
-        )
-        .await;
+        tokio::time::sleep(ctx.follow.poll_interval.min(Duration::from_secs(1))).await;
         Ok(())
     }
 }
@@ -210,18 +210,23 @@ impl Strikes {
 /// rolls back everything above it. Returns that common ancestor (`None`
 /// when nothing is stored to compare with).
 async fn reorg(ctx: &Ctx, at: u64, strikes: &mut Strikes) -> anyhow::Result<Option<u64>> {
-    let Some((checkpoint, _)) = ctx.store.checkpoint().await? else {
+    let Some((checkpoint, _)) = ctx.sink.checkpoint().await? else {
         strikes.hit(ctx, at).await?;
         return Ok(None);
     };
-    let max = ctx.settings.follow.max_reorg_depth;
+    let max = ctx.follow.max_reorg_depth.get();
     let tip = checkpoint.min(at.saturating_sub(1));
     let mut k = tip;
     let ancestor = loop {
-        let Some(stored) = ctx.store.block_hash(k).await? else {
+        let Some(stored) = ctx.sink.block_hash(k).await? else {
             break k; // nothing stored here to compare
         };
-        if ctx.rpc.header(k).await?.is_some_and(|h| h.hash == stored) {
+        if ctx
+            .source
+            .header(k)
+            .await?
+            .is_some_and(|h| h.hash == stored)
+        {
             break k;
         }
         if checkpoint - k + 1 > max {
@@ -241,9 +246,9 @@ async fn reorg(ctx: &Ctx, at: u64, strikes: &mut Strikes) -> anyhow::Result<Opti
         strikes.hit(ctx, at).await?;
         return Ok(Some(ancestor));
     }
-    let old_tip = ctx.store.block_hash(checkpoint).await?;
-    let new_hash = ctx.rpc.header(ancestor + 1).await?.map(|h| h.hash);
-    let deleted = ctx.store.rollback_to(ancestor, new_hash.as_ref()).await?;
+    let old_tip = ctx.sink.block_hash(checkpoint).await?;
+    let new_hash = ctx.source.header(ancestor + 1).await?.map(|h| h.hash);
+    let deleted = ctx.sink.rollback_to(ancestor, new_hash.as_ref()).await?;
     let depth = checkpoint - ancestor;
     let m = &ctx.metrics;
     m.reorgs.inc();
@@ -260,68 +265,4 @@ async fn reorg(ctx: &Ctx, at: u64, strikes: &mut Strikes) -> anyhow::Result<Opti
         "reorg: rolled back to the common ancestor"
     );
     Ok(Some(ancestor))
-}
-
-/// The `status` command's report.
-pub async fn status_report(settings: &Settings, store: &Store) -> anyhow::Result<String> {
-    use std::fmt::Write;
-    let s = crate::store::query::status(store.pool()).await?;
-    let mut out = String::new();
-    let range = match (s.lowest, s.highest) {
-        (Some(lo), Some(hi)) => format!("{lo}..={hi}"),
-        _ => "none".into(),
-    };
-    writeln!(out, "blocks indexed: {range} ({} blocks)", s.blocks)?;
-    if s.missing_blocks == 0 {
-        writeln!(out, "gaps:           none")?;
-    } else {
-        let shown: Vec<String> = s.gaps.iter().map(|(a, b)| format!("{a}..={b}")).collect();
-        writeln!(
-            out,
-            "gaps:           {} blocks missing: {}",
-            s.missing_blocks,
-            shown.join(", ")
-        )?;
-    }
-    match &s.checkpoint {
-        Some((n, h)) => writeln!(out, "checkpoint:     {n} {h}")?,
-        None => writeln!(out, "checkpoint:     none")?,
-    }
-    for (table, rows) in &s.rows {
-        writeln!(out, "rows {table:<14} {rows}")?;
-    }
-    let missing = store.missing_lookup_indexes().await?;
-    if missing.is_empty() {
-        writeln!(out, "lookup indexes: ok")?;
-    } else {
-        writeln!(
-            out,
-            "lookup indexes: missing {} (dropped for a bulk load that has not finished; the next backfill, sync or follow builds them)",
-            missing.join(", ")
-        )?;
-    }
-    let mut quick = settings.clone();
-    quick.rpc.max_retries = 1;
-    quick.rpc.request_timeout_ms = quick.rpc.request_timeout_ms.min(5000);
-    let head = match super::rpc_client(&quick) {
-        Ok(rpc) => tokio::time::timeout(Duration::from_secs(10), rpc.head())
-            .await
-            .ok()
-            .and_then(Result::ok),
-        Err(_) => None,
-    };
-    match (head, &s.checkpoint) {
-        (Some(head), Some((n, _))) => writeln!(
-            out,
-            "node head:      {head} (lag {} blocks)",
-            head.saturating_sub(*n)
-        )?,
-        (Some(head), None) => writeln!(out, "node head:      {head}")?,
-        (None, _) => writeln!(
-            out,
-            "node head:      unreachable ({})",
-            crate::rpc::redact_url(&settings.rpc.url)
-        )?,
-    }
-    Ok(out)
 }

@@ -3,9 +3,9 @@
 //! writing overlap and memory stays flat however long the range.
 //!
 //! ```text
-//!  rpc.block_stream ─▶ [submit] ─pending(bounded)─▶ [collect] ─batches(1)─▶ [write]
-//!                        │ chunks of txs                ▲ awaits chunks in order
-//!                        └────────▶ recover::Pool ──────┘
+//!  source.blocks ─▶ [submit] ─pending(bounded)─▶ [collect] ─batches(1)─▶ [write] ─▶ sink
+//!                     │ chunks of txs                ▲ awaits chunks in order
+//!                     └────────▶ recover::Pool ──────┘
 //! ```
 //!
 //! Order is kept by construction: each block's chunks are queued in block
@@ -13,9 +13,10 @@
 //! module decides nothing about reorgs; it reports a parent mismatch as
 //! [`Step::Reorg`] and lets the converge loop in `follow` handle it.
 //!
-//! Blocks arrive from the rpc stage already split ([`RawBlock`]): header
-//! fields, and byte ranges of the transactions in the response text, read
-//! in the same pass that parsed the response. No `serde_json::Value` tree
+//! Blocks arrive from the [`Source`](crate::source::Source) already split
+//! ([`RawBlock`]): header fields, and byte ranges of the transactions in
+//! the response text, read in the same pass that parsed the response (the
+//! rpc source; others build the same shape). No `serde_json::Value` tree
 //! is built, every chunk shares that text through an `Arc` (nothing is
 //! copied per block or per transaction, not even inline blob data), and
 //! the pool parses each transaction straight from its slice.
@@ -29,7 +30,7 @@ use tokio::sync::{mpsc, oneshot};
 use super::Ctx;
 use crate::decode::{BlockHeader, DecodeError, RawBlock, hex0x};
 use crate::recover::{RecoveredBlock, RecoveredTx, recover_slices};
-use crate::store::StoreError;
+use crate::sink::Written;
 
 /// Transactions per recovery job: ~3 ms of work, so queueing overhead is
 /// noise, and a big block still spreads over every thread.
@@ -80,7 +81,7 @@ async fn submit(
     pending_tx: mpsc::Sender<Pending>,
 ) -> anyhow::Result<Step> {
     let mut shutdown = ctx.shutdown.clone();
-    let mut blocks = Arc::clone(&ctx.rpc).block_stream(from..=to);
+    let mut blocks = Arc::clone(&ctx.source).blocks(from..=to);
     let mut expected = from;
     loop {
         let item = tokio::select! {
@@ -92,7 +93,7 @@ async fn submit(
             None => return Ok(Step::Done),
             Some(result) => result?,
         };
-        // The rpc stage checked the number against the request; this checks
+        // The source promises each block is the one asked for; this checks
         // the stream against the range, so no block is skipped or repeated.
         if block.header.number != expected {
             bail!(
@@ -125,14 +126,15 @@ async fn collect(
     mut pending_rx: mpsc::Receiver<Pending>,
     batch_tx: mpsc::Sender<Vec<RecoveredBlock>>,
 ) -> anyhow::Result<()> {
-    let limits = &ctx.settings.index;
+    let limits = &ctx.index;
     let mut batch: Vec<RecoveredBlock> = Vec::new();
     let mut batch_txs = 0;
     while let Some(p) = pending_rx.recv().await {
         let block = assemble(ctx, p).await?;
         batch_txs += block.txs.len();
         batch.push(block);
-        let full = batch_txs >= limits.write_batch_txs || batch.len() >= limits.write_batch_blocks;
+        let full = batch_txs >= limits.write_batch_txs.get()
+            || batch.len() >= limits.write_batch_blocks.get();
         if full {
             batch_txs = 0;
             if batch_tx.send(std::mem::take(&mut batch)).await.is_err() {
@@ -176,7 +178,7 @@ async fn assemble(ctx: &Ctx, p: Pending) -> anyhow::Result<RecoveredBlock> {
                     if let Some(from) = from.filter(|f| f != sender) {
                         m.from_mismatches.inc();
                         tracing::warn!(target: "indexer::verify", block = n, tx = %hex0x(&hash), recovered = %hex0x(sender), node_from = %hex0x(&from), "sender differs from the node's from");
-                        if ctx.settings.index.strict {
+                        if ctx.index.strict {
                             bail!(
                                 "block {n} tx {}: recovered sender {} differs from the node's from {} (--strict)",
                                 hex0x(&hash),
@@ -203,10 +205,7 @@ async fn assemble(ctx: &Ctx, p: Pending) -> anyhow::Result<RecoveredBlock> {
         );
     }
     Ok(RecoveredBlock {
-        number: n,
-        hash: p.header.hash,
-        parent_hash: p.header.parent_hash,
-        timestamp: p.header.timestamp,
+        header: p.header,
         txs,
     })
 }
@@ -221,9 +220,14 @@ async fn write(
         let (Some(first), Some(last)) = (batch.first(), batch.last()) else {
             continue;
         };
-        let (first_n, last_n) = (first.number, last.number);
-        match ctx.store.write_blocks(&batch).await {
-            Ok(outcome) => {
+        let (first_n, last_n) = (first.header.number, last.header.number);
+        let written = ctx
+            .sink
+            .write_blocks(&batch)
+            .await
+            .with_context(|| format!("blocks {first_n}..={last_n}: cannot write"))?;
+        match written {
+            Written::Committed(outcome) => {
                 let m = &ctx.metrics;
                 m.blocks.inc_by(batch.len() as u64);
                 m.txs.inc_by(batch.iter().map(|b| b.txs.len() as u64).sum());
@@ -234,17 +238,13 @@ async fn write(
                 tracing::debug!(target: "indexer::store", first = first_n, last = last_n, ?outcome, "committed");
                 progress.advance(batch.len() as u64, last_n);
             }
-            Err(StoreError::ParentMismatch {
+            Written::ParentMismatch {
                 number,
                 parent,
                 stored,
-            }) => {
-                tracing::info!(target: "indexer::reorg", block = number, parent = %parent, stored = %stored, "parent hash mismatch");
+            } => {
+                tracing::info!(target: "indexer::reorg", block = number, parent = %hex0x(&parent), stored = %hex0x(&stored), "parent hash mismatch");
                 return Ok(Step::Reorg { at: number });
-            }
-            Err(e) => {
-                return Err(e)
-                    .with_context(|| format!("blocks {first_n}..={last_n}: cannot write"));
             }
         }
     }

@@ -9,8 +9,8 @@
 //! found in the one pass that parses the response (with `decode`'s pure
 //! block shape), the number checked against the request. It does NOT
 //! decode transactions (that is `decode`'s job), touch SQL, or decide what
-//! to index. Endpoints appear in logs and errors only through [`redact_url`],
-//! never with credentials.
+//! to index. Endpoints appear in logs and errors only through
+//! [`redact_url`](crate::redact::redact_url), never with credentials.
 //!
 //! Full blocks, the hot path, are fetched by `batch` with plain reqwest
 //! POSTs instead of web3's transport: web3 parsed each answer into
@@ -18,11 +18,12 @@
 //! those trees cost about a third of the indexer's CPU in a backfill (see
 //! `batch`). `head`, `header` and `subscribe_heads` are small and rare and
 //! still go through web3, sharing the same reqwest client and its
-//! connection pool.
+//! connection pool. The client is the pipeline's
+//! [`Source`](crate::source::Source) (see `source`).
 
 mod batch;
-mod redact;
 mod retry;
+mod source;
 mod types;
 mod wire;
 
@@ -31,17 +32,18 @@ use std::ops::RangeInclusive;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
 
-use crate::decode::RawBlock;
+use crate::config::RpcSettings;
+use crate::decode::{BlockHeader, RawBlock};
+use crate::metrics::RpcStats;
+use crate::redact::Scrubber;
 use futures::{Stream, StreamExt, TryStreamExt, future::ready, stream};
 use serde_json::Value;
 use tracing::{debug, info, warn};
 use web3::Transport;
 use web3::transports::{Http, WebSocket};
 
-use redact::Scrubber;
-pub use redact::redact_url;
 use retry::{Class, Failure, backoff_delay, classify, halved};
-pub use types::{HeaderInfo, RpcConfig, RpcError, RpcStats, Subject};
+pub use types::{RpcError, Subject};
 use wire::{block_params, check_block, chunks, malformed, parse_header, quantity};
 
 /// Log target of this module.
@@ -52,7 +54,7 @@ const USER_AGENT: &str = concat!("sender-indexer/", env!("CARGO_PKG_VERSION"));
 
 /// JSON-RPC client over HTTP. Cheap to share behind an `Arc`.
 pub struct RpcClient {
-    cfg: RpcConfig,
+    cfg: RpcSettings,
     /// For the block hot path (`batch`); the same client sits inside `http`.
     client: reqwest::Client,
     /// The endpoint with its credentials (reqwest turns userinfo into basic
@@ -76,28 +78,26 @@ impl fmt::Debug for RpcClient {
 }
 
 impl RpcClient {
-    pub fn new(mut cfg: RpcConfig) -> Result<Self, RpcError> {
-        let scrub = Scrubber::new(&cfg.url);
+    pub fn new(cfg: RpcSettings) -> Result<Self, RpcError> {
+        let scrub = Scrubber::new(cfg.url.as_str());
         let bad = |reason: String| RpcError::Config {
             endpoint: scrub.endpoint().to_owned(),
             reason,
         };
-        let url = url::Url::parse(&cfg.url).map_err(|e| bad(format!("bad url: {e}")))?;
+        let url = cfg.url.clone();
         if !matches!(url.scheme(), "http" | "https") {
             return Err(bad(format!(
                 "unsupported scheme {} (want http or https)",
                 url.scheme()
             )));
         }
-        cfg.batch_size = cfg.batch_size.max(1);
-        cfg.max_in_flight = cfg.max_in_flight.max(1);
         let client = reqwest::Client::builder()
             .user_agent(USER_AGENT)
             .build()
             .map_err(|e| bad(scrub.scrub(&format!("failed to build client: {e}"))))?;
         let http = Http::with_client(client.clone(), url.clone());
         Ok(Self {
-            batch_size: AtomicUsize::new(cfg.batch_size),
+            batch_size: AtomicUsize::new(cfg.batch_size.get()),
             cfg,
             client,
             url,
@@ -106,6 +106,11 @@ impl RpcClient {
             shrink_logged: AtomicBool::new(false),
             stats: Arc::default(),
         })
+    }
+
+    /// The `newHeads` endpoint of the settings, if any.
+    pub fn ws_url(&self) -> Option<&url::Url> {
+        self.cfg.ws_url.as_ref()
     }
 
     /// The endpoint as it may be logged.
@@ -130,7 +135,7 @@ impl RpcClient {
 
     /// Header of block `n` (`eth_getBlockByNumber(n, false)`); `None` if the
     /// node has no such block. Does not wait for it.
-    pub async fn header(&self, n: u64) -> Result<Option<HeaderInfo>, RpcError> {
+    pub async fn header(&self, n: u64) -> Result<Option<BlockHeader>, RpcError> {
         let subject = Subject::Block(n);
         let v = self
             .call(subject, "eth_getBlockByNumber", block_params(n, false))
@@ -148,9 +153,9 @@ impl RpcClient {
     /// each checked to be the block asked for. Waits for blocks the node
     /// has not produced yet.
     pub async fn blocks(&self, range: RangeInclusive<u64>) -> Result<Vec<RawBlock>, RpcError> {
-        stream::iter(chunks(range, self.cfg.batch_size))
+        stream::iter(chunks(range, self.cfg.batch_size.get()))
             .map(|r| self.fetch_range(r))
-            .buffered(self.cfg.max_in_flight)
+            .buffered(self.cfg.max_in_flight.get())
             .try_concat()
             .await
     }
@@ -163,8 +168,8 @@ impl RpcClient {
         self: Arc<Self>,
         range: RangeInclusive<u64>,
     ) -> impl Stream<Item = Result<RawBlock, RpcError>> + Send + 'static {
-        let depth = self.cfg.max_in_flight;
-        stream::iter(chunks(range, self.cfg.batch_size))
+        let depth = self.cfg.max_in_flight.get();
+        stream::iter(chunks(range, self.cfg.batch_size.get()))
             .map(move |r| {
                 let client = Arc::clone(&self);
                 async move { client.fetch_range(r).await }
@@ -190,9 +195,9 @@ impl RpcClient {
     /// to polling [`head`](Self::head) then, or if this errors.
     pub async fn subscribe_heads(
         &self,
-        ws_url: &str,
+        ws_url: &url::Url,
     ) -> Result<impl Stream<Item = u64> + Send + Unpin + 'static, RpcError> {
-        let scrub = Scrubber::new(ws_url);
+        let scrub = Scrubber::new(ws_url.as_str());
         let fail = |cause: String| RpcError::Failed {
             endpoint: scrub.endpoint().to_owned(),
             subject: Subject::Subscribe,
@@ -200,7 +205,7 @@ impl RpcClient {
         };
         let deadline = self.cfg.request_timeout;
         let timed_out = || fail(Failure::Timeout(deadline).to_string());
-        let ws = tokio::time::timeout(deadline, WebSocket::new(ws_url))
+        let ws = tokio::time::timeout(deadline, WebSocket::new(ws_url.as_str()))
             .await
             .map_err(|_| timed_out())?
             .map_err(|e| fail(Failure::from(e).to_string()))?;
@@ -415,7 +420,12 @@ mod tests {
 
     #[test]
     fn errors_name_endpoint_and_block_without_secrets() {
-        let client = RpcClient::new(RpcConfig::new("http://u:pw12@127.0.0.1:1/?key=zzzz")).unwrap();
+        let with_url = |url: &str| {
+            let mut cfg = crate::config::Settings::defaults().rpc;
+            cfg.url = url.parse().unwrap();
+            RpcClient::new(cfg)
+        };
+        let client = with_url("http://u:pw12@127.0.0.1:1/?key=zzzz").unwrap();
         assert_eq!(client.endpoint(), "http://127.0.0.1:1/");
         let e = client.failed(
             Subject::Block(123),
@@ -427,7 +437,7 @@ mod tests {
         );
         assert_eq!(e.block(), Some(123));
         assert!(!format!("{client:?}").contains("pw12"));
-        let bad = RpcClient::new(RpcConfig::new("ws://u:pw12@h:1")).unwrap_err();
+        let bad = with_url("ws://u:pw12@h:1").unwrap_err();
         assert_eq!(
             bad.to_string(),
             "rpc ws://h:1/: invalid configuration: unsupported scheme ws (want http or https)"

@@ -1,14 +1,14 @@
 //! Pure helpers for the JSON-RPC wire format: block-range chunking, request
 //! params, and the few fields the client itself must read (block number,
-//! header hashes). Transactions are left as raw JSON for `decode`.
+//! headers), read with `decode`'s parsers. Transactions are left as raw
+//! JSON for `decode`.
 
 use std::ops::RangeInclusive;
 
 use serde_json::{Value, json};
 
-use super::HeaderInfo;
 use super::retry::Failure;
-use crate::decode::RawBlock;
+use crate::decode::{BlockHeader, RawBlock};
 
 /// Splits `range` into consecutive sub-ranges of at most `size` blocks.
 pub(crate) fn chunks(
@@ -41,47 +41,20 @@ pub(crate) fn check_block(n: u64, block: Option<RawBlock>) -> Result<Option<RawB
     }
 }
 
-pub(crate) fn parse_header(v: &Value) -> Result<HeaderInfo, Failure> {
-    let field = |name: &str| {
-        v.get(name)
-            .ok_or_else(|| Failure::Malformed(format!("header without {name}")))
-    };
-    let hash = |name: &str| {
-        let f = field(name)?;
-        f.as_str()
-            .and_then(hash32)
-            .ok_or_else(|| malformed(name, f))
-    };
-    let number = field("number")?;
-    Ok(HeaderInfo {
-        number: quantity(number).ok_or_else(|| malformed("number", number))?,
-        hash: hash("hash")?,
-        parent_hash: hash("parentHash")?,
-    })
+/// The header of a block object, as the `decode` stage reads it.
+pub(crate) fn parse_header(v: &Value) -> Result<BlockHeader, Failure> {
+    BlockHeader::from_value(v).map_err(|e| Failure::Malformed(e.to_string()))
 }
 
 pub(crate) fn malformed(what: &str, got: &Value) -> Failure {
-    malformed_text(what, &got.to_string())
-}
-
-fn malformed_text(what: &str, got: &str) -> Failure {
+    let got = got.to_string();
     let end = got.char_indices().nth(80).map_or(got.len(), |(i, _)| i);
     Failure::Malformed(format!("bad {what}: {}", &got[..end]))
 }
 
-/// A JSON-RPC quantity: `"0x"`-prefixed hex, no leading zeros required.
+/// A JSON-RPC quantity, by `decode`'s rules (the one set in the project).
 pub(crate) fn quantity(v: &Value) -> Option<u64> {
-    quantity_str(v.as_str()?)
-}
-
-fn quantity_str(s: &str) -> Option<u64> {
-    u64::from_str_radix(s.strip_prefix("0x")?, 16).ok()
-}
-
-pub(crate) fn hash32(s: &str) -> Option<[u8; 32]> {
-    let mut out = [0u8; 32];
-    hex::decode_to_slice(s.strip_prefix("0x")?, &mut out).ok()?;
-    Some(out)
+    crate::decode::parse_u64("number", v.as_str()?).ok()
 }
 
 #[cfg(test)]
@@ -104,17 +77,20 @@ mod tests {
     fn quantities_and_headers() {
         assert_eq!(quantity(&json!("0x1b4")), Some(436));
         assert_eq!(quantity(&json!("0x0")), Some(0));
+        // The same rules as every other quantity: `0x` alone is zero.
+        assert_eq!(quantity(&json!("0x")), Some(0));
         assert_eq!(quantity(&json!("1b4")), None);
         assert_eq!(quantity(&json!(436)), None);
         let h = format!("0x{}", "ab".repeat(32));
         let p = format!("0x{}", "01".repeat(32));
-        let v = json!({ "number": "0x10", "hash": h, "parentHash": p });
+        let v = json!({ "number": "0x10", "hash": h, "parentHash": p, "timestamp": "0x5" });
         let got = parse_header(&v).unwrap();
         assert_eq!(
-            (got.number, got.hash, got.parent_hash),
-            (16, [0xab; 32], [1; 32])
+            (got.number, got.hash, got.parent_hash, got.timestamp),
+            (16, [0xab; 32], [1; 32], 5)
         );
-        assert!(parse_header(&json!({ "number": "0x10", "hash": "0x12" })).is_err());
+        let err = parse_header(&json!({ "number": "0x10", "hash": "0x12" })).unwrap_err();
+        assert!(err.to_string().contains("hash"), "{err}");
     }
 
     #[test]

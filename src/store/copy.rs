@@ -19,6 +19,7 @@ const PG_EPOCH_OFFSET_SECS: i64 = 946_684_800;
 pub struct CopyBuf {
     buf: Vec<u8>,
     fields: i16,
+    rows: usize,
 }
 
 impl CopyBuf {
@@ -28,12 +29,22 @@ impl CopyBuf {
         buf.extend_from_slice(SIGNATURE);
         buf.extend_from_slice(&0i32.to_be_bytes()); // flags
         buf.extend_from_slice(&0i32.to_be_bytes()); // header extension length
-        CopyBuf { buf, fields }
+        CopyBuf {
+            buf,
+            fields,
+            rows: 0,
+        }
     }
 
     pub fn row(&mut self) -> &mut Self {
         self.buf.extend_from_slice(&self.fields.to_be_bytes());
+        self.rows += 1;
         self
+    }
+
+    /// Rows started so far.
+    pub fn rows(&self) -> usize {
+        self.rows
     }
 
     fn field(&mut self, bytes: &[u8]) -> &mut Self {

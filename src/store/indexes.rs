@@ -6,28 +6,21 @@
 //! fraction of that, so a large backfill may drop them and build them at
 //! its end. This module only runs the statements; `pipeline` decides when.
 //!
-//! The definitions repeat the initial migration's exactly (same names,
+//! The indexes themselves are described with their tables (`tables`); the
+//! definitions built from them equal the initial migration's (same names,
 //! same columns), so a build after a drop restores the migrated schema.
 
 use std::time::Instant;
 
+use super::tables::{LookupIndex, TABLES, Table};
 use super::{Result, Store};
 
-/// Name and definition of each lookup index.
-pub const LOOKUP_INDEXES: [(&str, &str); 3] = [
-    (
-        "transactions_sender_idx",
-        "CREATE INDEX IF NOT EXISTS transactions_sender_idx ON transactions (sender)",
-    ),
-    (
-        "transactions_hash_idx",
-        "CREATE INDEX IF NOT EXISTS transactions_hash_idx ON transactions (hash)",
-    ),
-    (
-        "authorizations_authority_idx",
-        "CREATE INDEX IF NOT EXISTS authorizations_authority_idx ON authorizations (authority)",
-    ),
-];
+/// Every lookup index, with its table, in [`TABLES`] order.
+fn lookup_indexes() -> impl Iterator<Item = (&'static Table, &'static LookupIndex)> {
+    TABLES
+        .iter()
+        .flat_map(|t| t.lookup_indexes.iter().map(move |i| (*t, i)))
+}
 
 /// Sort memory for one index build; PostgreSQL's default (64 MB) spills a
 /// build over tens of millions of rows to disk in many runs.
@@ -35,19 +28,18 @@ const BUILD_SORT_MEMORY: &str = "SET LOCAL maintenance_work_mem = '256MB'";
 
 impl Store {
     /// The lookup indexes that do not exist (dropped by a bulk load that
-    /// did not reach its end), in [`LOOKUP_INDEXES`] order.
+    /// did not reach its end), in [`TABLES`] order.
     pub async fn missing_lookup_indexes(&self) -> Result<Vec<&'static str>> {
         let present: Vec<String> = sqlx::query_scalar(
             "SELECT c.relname::text FROM pg_class c JOIN pg_index i ON i.indexrelid = c.oid
              WHERE c.relnamespace = current_schema()::regnamespace AND i.indisvalid
                AND c.relname = ANY($1)",
         )
-        .bind(LOOKUP_INDEXES.map(|(name, _)| name).to_vec())
+        .bind(lookup_indexes().map(|(_, i)| i.name).collect::<Vec<_>>())
         .fetch_all(self.pool())
         .await?;
-        Ok(LOOKUP_INDEXES
-            .iter()
-            .map(|(name, _)| *name)
+        Ok(lookup_indexes()
+            .map(|(_, i)| i.name)
             .filter(|name| !present.iter().any(|p| p == name))
             .collect())
     }
@@ -55,7 +47,8 @@ impl Store {
     /// Drops every lookup index (those already missing are fine).
     pub async fn drop_lookup_indexes(&self) -> Result<()> {
         let mut tx = self.pool().begin().await?;
-        for (name, _) in LOOKUP_INDEXES {
+        for (_, index) in lookup_indexes() {
+            let name = index.name;
             sqlx::query(sqlx::AssertSqlSafe(format!("DROP INDEX IF EXISTS {name}")))
                 .execute(&mut *tx)
                 .await?;
@@ -69,15 +62,15 @@ impl Store {
     /// built.
     pub async fn build_lookup_indexes(&self) -> Result<Vec<&'static str>> {
         let missing = self.missing_lookup_indexes().await?;
-        for name in &missing {
-            let (_, create) = LOOKUP_INDEXES
-                .iter()
-                .find(|(n, _)| n == name)
-                .expect("missing names come from LOOKUP_INDEXES");
+        for (table, index) in lookup_indexes().filter(|(_, i)| missing.contains(&i.name)) {
+            let name = index.name;
             let started = Instant::now();
             let mut tx = self.pool().begin().await?;
             sqlx::query(BUILD_SORT_MEMORY).execute(&mut *tx).await?;
-            sqlx::query(*create).execute(&mut *tx).await?;
+            // Names come from the table descriptions, never from input.
+            sqlx::query(sqlx::AssertSqlSafe(index.create_statement(table)))
+                .execute(&mut *tx)
+                .await?;
             tx.commit().await?;
             tracing::info!(target: "indexer::store", index = name, secs = started.elapsed().as_secs_f64(), "built lookup index");
         }

@@ -5,26 +5,29 @@
 //! so a crash at any instant leaves no partial block. Writing a block that is
 //! already stored with the same hash changes nothing; a reorg is undone by
 //! [`Store::rollback_to`], an indexed range delete per table (the
-//! write/undo pair of reth's stages). This module knows nothing of RPC.
+//! write/undo pair of reth's stages). Each table is described once, in
+//! `tables` ([`TABLES`]); every statement here that touches block data
+//! iterates those descriptions. [`Store`] is the pipeline's
+//! [`Sink`](crate::sink::Sink) (see `sink`). This module knows nothing of
+//! RPC.
 
 mod copy;
 mod indexes;
 pub mod query;
+mod sink;
+mod tables;
 
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::{AssertSqlSafe, Connection, PgConnection, PgPool, Row};
 
-use crate::decode::{B256, hex0x};
+use crate::decode::B256;
 use crate::recover::RecoveredBlock;
+use crate::sink::{WriteOutcome, Written};
 use copy::CopyBuf;
-pub use indexes::LOOKUP_INDEXES;
+pub use tables::{LookupIndex, TABLES, Table};
 
 /// The schema, embedded from `migrations/` and applied at start.
 pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!();
-
-/// Every table keyed by block number: what a rollback must clear. A table
-/// added later joins this list.
-const BLOCK_TABLES: [&str; 3] = ["blocks", "transactions", "authorizations"];
 
 /// Advisory-lock key held by the one process allowed to write.
 const WRITER_LOCK_KEY: i64 = 0x5e4d_e21d_e7e1;
@@ -41,12 +44,6 @@ pub enum StoreError {
         field: &'static str,
         value: String,
     },
-    #[error("block {number}: parent hash {parent} does not match stored block {}: {stored}", number - 1)]
-    ParentMismatch {
-        number: u64,
-        parent: String,
-        stored: String,
-    },
     #[error(
         "another sender-indexer is writing to this database\n\nstop it first, or point this one at another database"
     )]
@@ -54,17 +51,6 @@ pub enum StoreError {
 }
 
 type Result<T> = std::result::Result<T, StoreError>;
-
-/// What a write did.
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-pub struct WriteOutcome {
-    pub blocks_written: u64,
-    pub txs_written: u64,
-    /// Already stored with the same hash: left as they were.
-    pub blocks_skipped: u64,
-    /// Stored with another hash: replaced.
-    pub blocks_replaced: u64,
-}
 
 /// Holds the writer lock for as long as it lives.
 pub struct WriterLock {
@@ -146,22 +132,24 @@ impl Store {
     }
 
     /// Writes `blocks` (consecutive, ascending) and advances the checkpoint,
-    /// all in one transaction. Fails with [`StoreError::ParentMismatch`],
-    /// writing nothing, when the first block does not extend the stored
-    /// block below it, or when the blocks do not chain.
-    pub async fn write_blocks(&self, blocks: &[RecoveredBlock]) -> Result<WriteOutcome> {
+    /// all in one transaction. Writes nothing and answers
+    /// [`Written::ParentMismatch`] when the first block does not extend the
+    /// stored block below it, or when the blocks do not chain.
+    pub async fn write_blocks(&self, blocks: &[RecoveredBlock]) -> Result<Written> {
         let (Some(first), Some(last)) = (blocks.first(), blocks.last()) else {
-            return Ok(WriteOutcome::default());
+            return Ok(Written::Committed(WriteOutcome::default()));
         };
         for pair in blocks.windows(2) {
-            if pair[1].parent_hash != pair[0].hash || pair[1].number != pair[0].number + 1 {
-                return Err(StoreError::ParentMismatch {
-                    number: pair[1].number,
-                    parent: hex0x(&pair[1].parent_hash),
-                    stored: hex0x(&pair[0].hash),
+            let (below, b) = (&pair[0].header, &pair[1].header);
+            if b.parent_hash != below.hash || b.number != below.number + 1 {
+                return Ok(Written::ParentMismatch {
+                    number: b.number,
+                    parent: b.parent_hash,
+                    stored: below.hash,
                 });
             }
         }
+        let (first, last) = (&first.header, &last.header);
         let mut tx = self.pool.begin().await?;
         let stored: Vec<(i64, Vec<u8>)> =
             sqlx::query_as("SELECT number, hash FROM blocks WHERE number BETWEEN $1 AND $2")
@@ -173,10 +161,10 @@ impl Store {
             stored.into_iter().map(|(n, h)| (n as u64, h)).collect();
         if let Some(parent) = first.number.checked_sub(1).and_then(|p| stored.get(&p)) {
             if parent[..] != first.parent_hash[..] {
-                return Err(StoreError::ParentMismatch {
+                return Ok(Written::ParentMismatch {
                     number: first.number,
-                    parent: hex0x(&first.parent_hash),
-                    stored: hex0x(parent),
+                    parent: first.parent_hash,
+                    stored: to_b256(parent.clone()),
                 });
             }
         }
@@ -184,25 +172,21 @@ impl Store {
         let mut replaced = Vec::new();
         let mut fresh = Vec::with_capacity(blocks.len());
         for b in blocks {
-            match stored.get(&b.number) {
-                Some(h) if h[..] == b.hash[..] => outcome.blocks_skipped += 1,
+            match stored.get(&b.header.number) {
+                Some(h) if h[..] == b.header.hash[..] => outcome.blocks_skipped += 1,
                 Some(_) => {
-                    replaced.push(b.number as i64);
+                    replaced.push(b.header.number as i64);
                     fresh.push(b);
                 }
                 None => fresh.push(b),
             }
         }
         if !replaced.is_empty() {
-            for table in BLOCK_TABLES {
-                let column = if table == "blocks" {
-                    "number"
-                } else {
-                    "block_number"
-                };
-                // Table and column names come from constants, never from input.
+            for table in TABLES.iter().filter(|t| t.rolled_back) {
+                // Names come from the table descriptions, never from input.
                 sqlx::query(AssertSqlSafe(format!(
-                    "DELETE FROM {table} WHERE {column} = ANY($1)"
+                    "DELETE FROM {} WHERE {} = ANY($1)",
+                    table.name, table.block_column
                 )))
                 .bind(&replaced)
                 .execute(&mut *tx)
@@ -211,11 +195,14 @@ impl Store {
             outcome.blocks_replaced = replaced.len() as u64;
         }
         if !fresh.is_empty() {
-            let (blocks_copy, txs_copy, auths_copy) = encode(&fresh)?;
-            copy_in(&mut tx, "COPY blocks (number, hash, parent_hash, timestamp, tx_count) FROM STDIN (FORMAT binary)", blocks_copy).await?;
-            copy_in(&mut tx, "COPY transactions (block_number, tx_index, hash, tx_type, sender, node_from, from_matches, to_address, nonce, value, error) FROM STDIN (FORMAT binary)", txs_copy).await?;
-            if let Some(auths) = auths_copy {
-                copy_in(&mut tx, "COPY authorizations (block_number, tx_index, auth_index, chain_id, address, nonce, authority, error) FROM STDIN (FORMAT binary)", auths).await?;
+            for table in TABLES {
+                let mut rows = CopyBuf::new(table.columns.len() as i16);
+                for b in &fresh {
+                    (table.encode)(b, &mut rows)?;
+                }
+                if rows.rows() > 0 {
+                    copy_in(&mut tx, &table.copy_statement(), rows.finish()).await?;
+                }
             }
             outcome.blocks_written = fresh.len() as u64;
             outcome.txs_written = fresh.iter().map(|b| b.txs.len() as u64).sum();
@@ -231,7 +218,7 @@ impl Store {
         .execute(&mut *tx)
         .await?;
         tx.commit().await?;
-        Ok(outcome)
+        Ok(Written::Committed(outcome))
     }
 
     /// Deletes every row above `ancestor` and moves the checkpoint to it, in
@@ -245,19 +232,16 @@ impl Store {
         .fetch_optional(&mut *tx)
         .await?;
         let mut deleted = 0;
-        for table in BLOCK_TABLES {
-            let column = if table == "blocks" {
-                "number"
-            } else {
-                "block_number"
-            };
+        for table in TABLES.iter().filter(|t| t.rolled_back) {
+            // Names come from the table descriptions, never from input.
             let r = sqlx::query(AssertSqlSafe(format!(
-                "DELETE FROM {table} WHERE {column} > $1"
+                "DELETE FROM {} WHERE {} > $1",
+                table.name, table.block_column
             )))
             .bind(ancestor as i64)
             .execute(&mut *tx)
             .await?;
-            if table == "blocks" {
+            if table.name == tables::BLOCKS.name {
                 deleted = r.rows_affected();
             }
         }
@@ -315,86 +299,4 @@ fn to_b256(v: Vec<u8>) -> B256 {
     let n = v.len().min(32);
     out[32 - n..].copy_from_slice(&v[v.len() - n..]);
     out
-}
-
-/// COPY data for blocks, transactions, and authorizations (if any).
-type CopyStreams = (Vec<u8>, Vec<u8>, Option<Vec<u8>>);
-
-/// The three COPY streams for `blocks`: blocks, transactions, and
-/// authorizations (None when there are none).
-fn encode(blocks: &[&RecoveredBlock]) -> Result<CopyStreams> {
-    let mut b = CopyBuf::new(5);
-    let mut t = CopyBuf::new(11);
-    let mut a = CopyBuf::new(8);
-    let mut any_auth = false;
-    let range = |number: u64, field: &'static str, value: String| StoreError::OutOfRange {
-        number,
-        field,
-        value,
-    };
-    for block in blocks {
-        let number = i64::try_from(block.number)
-            .map_err(|_| range(block.number, "number", block.number.to_string()))?;
-        b.row()
-            .i64(number)
-            .bytes(&block.hash)
-            .bytes(&block.parent_hash)
-            .timestamp(block.timestamp)
-            .i32(block.txs.len() as i32);
-        for (i, rtx) in block.txs.iter().enumerate() {
-            let tx = &rtx.tx;
-            let sender = rtx.recovered.sender.as_ref().ok();
-            t.row().i64(number).i32(i as i32);
-            // The pipeline refuses transactions without a hash before here.
-            t.bytes(tx.hash.as_ref().map_or(&[][..], |h| &h[..]));
-            t.i16(tx.tx_type as i16);
-            t.opt_bytes(sender.map(|s| &s[..]));
-            t.opt_bytes(tx.from.as_ref().map(|f| &f[..]));
-            match (sender, &tx.from) {
-                (Some(s), Some(f)) => t.bool(s == f),
-                _ => t.null(),
-            };
-            t.opt_bytes(tx.to.as_ref().map(|x| &x[..]));
-            match tx.nonce {
-                Some(n) => {
-                    let n = i64::try_from(n)
-                        .map_err(|_| range(block.number, "nonce", n.to_string()))?;
-                    t.i64(n)
-                }
-                None => t.null(),
-            };
-            match &tx.value {
-                Some(v) => t.numeric(v),
-                None => t.null(),
-            };
-            match &rtx.recovered.sender {
-                Err(e) => t.text(&e.to_string()),
-                Ok(_) => t.null(),
-            };
-            for (j, (auth, authority)) in tx
-                .authorization_list
-                .iter()
-                .zip(&rtx.recovered.authorities)
-                .enumerate()
-            {
-                any_auth = true;
-                a.row().i64(number).i32(i as i32).i32(j as i32);
-                match &auth.chain_id {
-                    Some(c) => a.numeric(c),
-                    None => a.null(),
-                };
-                a.opt_bytes(auth.address.as_ref().map(|x| &x[..]));
-                match auth.nonce {
-                    Some(n) => a.numeric(&crate::decode::U256::from_u64(n)),
-                    None => a.null(),
-                };
-                a.opt_bytes(authority.as_ref().ok().map(|x| &x[..]));
-                match authority {
-                    Err(e) => a.text(&e.to_string()),
-                    Ok(_) => a.null(),
-                };
-            }
-        }
-    }
-    Ok((b.finish(), t.finish(), any_auth.then(|| a.finish())))
 }

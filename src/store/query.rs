@@ -49,7 +49,8 @@ pub async fn status(pool: &PgPool) -> Result<Status> {
             .fetch_optional(pool)
             .await?;
     s.checkpoint = cp.map(|(n, h)| (n as u64, h));
-    for table in ["blocks", "transactions", "authorizations", "reorgs"] {
+    let tables = super::TABLES.iter().map(|t| t.name);
+    for table in tables.chain(["reorgs"]) {
         let n: i64 = sqlx::query_scalar(AssertSqlSafe(format!("SELECT count(*) FROM {table}")))
             .fetch_one(pool)
             .await?;

@@ -6,8 +6,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
+use sender_indexer::config::{RpcSettings, Settings};
 use sender_indexer::decode::RawBlock;
-use sender_indexer::rpc::{RpcClient, RpcConfig, RpcError};
+use sender_indexer::rpc::{RpcClient, RpcError};
 use serde_json::Value;
 
 use crate::support::rpc_server::{Fault, RpcServer, synthetic_block};
@@ -15,16 +16,21 @@ use crate::support::rpc_server::{Fault, RpcServer, synthetic_block};
 const MS: Duration = Duration::from_millis(1);
 
 /// Fast retries so fault tests take milliseconds, not minutes.
-fn config(url: &str) -> RpcConfig {
-    RpcConfig {
-        url: url.to_owned(),
-        batch_size: 10,
-        max_in_flight: 4,
+fn config(url: &str) -> RpcSettings {
+    RpcSettings {
+        url: url.parse().expect("test url"),
+        batch_size: nz(10),
+        max_in_flight: nz(4),
         request_timeout: 300 * MS,
         max_retries: 5,
         backoff_initial: 5 * MS,
         backoff_max: 40 * MS,
+        ..Settings::defaults().rpc
     }
+}
+
+fn nz(n: usize) -> std::num::NonZeroUsize {
+    n.try_into().expect("non-zero")
 }
 
 /// Blocks `0..len`, two transactions each.
@@ -33,7 +39,7 @@ async fn chain(len: u64) -> RpcServer {
     RpcServer::start(blocks).await.expect("start rpc server")
 }
 
-fn client(cfg: RpcConfig) -> Arc<RpcClient> {
+fn client(cfg: RpcSettings) -> Arc<RpcClient> {
     Arc::new(RpcClient::new(cfg).expect("valid config"))
 }
 
@@ -71,9 +77,9 @@ async fn stream_delivers_blocks_in_order_across_concurrent_batches() {
     let server = chain(2000).await;
     // Random latency makes later batches finish before earlier ones.
     server.set_latency(8 * MS);
-    let rpc = client(RpcConfig {
-        batch_size: 7,
-        max_in_flight: 8,
+    let rpc = client(RpcSettings {
+        batch_size: nz(7),
+        max_in_flight: nz(8),
         ..config(&server.url())
     });
 
@@ -178,9 +184,9 @@ async fn waits_for_null_blocks_until_head_rises() {
 async fn adapts_to_a_provider_batch_cap() {
     let server = chain(300).await;
     server.set_batch_cap(Some(8));
-    let rpc = client(RpcConfig {
-        batch_size: 50,
-        max_in_flight: 3,
+    let rpc = client(RpcSettings {
+        batch_size: nz(50),
+        max_in_flight: nz(3),
         ..config(&server.url())
     });
 
@@ -216,8 +222,8 @@ async fn exhausted_retries_name_endpoint_and_block_without_credentials() {
     let server = chain(10).await;
     let port = server.addr().port();
     let url = format!("http://alice:hunter22@127.0.0.1:{port}/?apikey=sekrit99");
-    let rpc = client(RpcConfig {
-        batch_size: 1,
+    let rpc = client(RpcSettings {
+        batch_size: nz(1),
         max_retries: 3,
         ..config(&url)
     });
@@ -241,7 +247,7 @@ async fn exhausted_retries_name_endpoint_and_block_without_credentials() {
         l.local_addr().unwrap().port()
     };
     let url = format!("http://alice:hunter22@127.0.0.1:{closed}/?apikey=sekrit99");
-    let rpc = client(RpcConfig {
+    let rpc = client(RpcSettings {
         max_retries: 1,
         ..config(&url)
     });
@@ -312,8 +318,10 @@ async fn subscribe_heads_errors_when_nothing_listens() {
         l.local_addr().unwrap().port()
     };
     let rpc = client(config("http://127.0.0.1:1/"));
-    let Err(err) = within(rpc.subscribe_heads(&format!("ws://bob:pw12345@127.0.0.1:{port}"))).await
-    else {
+    let ws = format!("ws://bob:pw12345@127.0.0.1:{port}")
+        .parse()
+        .unwrap();
+    let Err(err) = within(rpc.subscribe_heads(&ws)).await else {
         panic!("subscribed to a closed port");
     };
     let msg = err.to_string();

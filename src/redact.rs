@@ -1,5 +1,7 @@
-//! Endpoint redaction: turns an RPC URL into something safe to log or put in
-//! an error message.
+//! Endpoint redaction: turns a URL (a JSON-RPC or WebSocket endpoint, a
+//! database) into something safe to log or put in an error message. A leaf
+//! module: the rpc stage, settings, the app and metrics all use it, and it
+//! uses none of them.
 //!
 //! Provider URLs routinely carry credentials: `user:pass@` userinfo, API keys
 //! in the query (`?apikey=...`) or as a path segment (`/v3/<key>`). This

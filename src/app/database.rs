@@ -1,0 +1,65 @@
+//! Which database a command runs on: the configured PostgreSQL URL, or the
+//! embedded cluster that sender-indexer manages itself. Opening it applies
+//! the migrations (in `store`); this module runs no statement of its own.
+
+use anyhow::Context as _;
+use sqlx::postgres::PgConnectOptions;
+
+use crate::config::Settings;
+use crate::embedded_pg::{Cluster, ClusterOptions};
+use crate::redact::redact_url;
+use crate::store::Store;
+
+/// The database the settings name, and the embedded server if we started
+/// one (stopped when this is dropped).
+pub struct Database {
+    pub store: Store,
+    embedded: Option<Cluster>,
+}
+
+impl Drop for Database {
+    fn drop(&mut self) {
+        if let Some(cluster) = self.embedded.take().filter(|c| !c.reused()) {
+            let _ = cluster.stop();
+        }
+    }
+}
+
+/// Database name used inside the embedded cluster.
+const EMBEDDED_DB: &str = "sender_indexer";
+
+pub async fn open_database(settings: &Settings) -> anyhow::Result<Database> {
+    let db = &settings.database;
+    if let Some(url) = &db.url {
+        let shown = redact_url(url.as_str());
+        let options: PgConnectOptions = url
+            .as_str()
+            .parse()
+            .with_context(|| format!("setting database.url: cannot use {shown}"))?;
+        let store = Store::connect(options, db.max_connections.get())
+            .await
+            .with_context(|| format!("database {shown}"))?;
+        return Ok(Database {
+            store,
+            embedded: None,
+        });
+    }
+    let data_dir = match &db.data_dir {
+        Some(dir) => dir.clone(),
+        None => crate::embedded_pg::default_data_dir()?,
+    };
+    let opts = ClusterOptions::new(&data_dir);
+    let cluster = tokio::task::spawn_blocking(move || Cluster::start(&opts))
+        .await?
+        .with_context(|| format!("embedded database in {}", data_dir.display()))?;
+    cluster.create_database_if_missing(EMBEDDED_DB).await?;
+    let store = Store::connect(
+        cluster.connect_options(EMBEDDED_DB),
+        db.max_connections.get(),
+    )
+    .await?;
+    Ok(Database {
+        store,
+        embedded: Some(cluster),
+    })
+}

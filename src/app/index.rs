@@ -1,0 +1,94 @@
+//! The indexing commands (`backfill`, `follow`, `sync`): everything around
+//! the pipeline that a running service needs. Opens the database and takes
+//! its writer lock, builds the JSON-RPC source, listens for signals, serves
+//! `/metrics`, then runs the pipeline's converge loop with typed values and
+//! prints the summary. The indexing itself is [`crate::pipeline`]'s.
+
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use anyhow::Context as _;
+
+use crate::cli::BlockTarget;
+use crate::config::Settings;
+use crate::metrics::Metrics;
+use crate::pipeline::{ConvergeEnd, Ctx, FollowStart};
+use crate::recover::Pool;
+use crate::rpc::RpcClient;
+
+use super::open_database;
+
+pub async fn backfill(settings: Settings, from: u64, to: BlockTarget) -> anyhow::Result<ExitCode> {
+    run(settings, "backfill", |ctx| async move {
+        let to = match to {
+            BlockTarget::Number(n) => n,
+            BlockTarget::Latest => ctx.source.head().await?,
+        };
+        anyhow::ensure!(from <= to, "--from {from} is above --to {to}");
+        crate::pipeline::backfill(&ctx, from, to).await
+    })
+    .await
+}
+
+pub async fn follow(settings: Settings, from: Option<u64>) -> anyhow::Result<ExitCode> {
+    let start = from.map_or(FollowStart::Resume, FollowStart::At);
+    run(settings, "follow", |ctx| async move {
+        crate::pipeline::follow(&ctx, start).await
+    })
+    .await
+}
+
+pub async fn sync(settings: Settings, from: Option<u64>) -> anyhow::Result<ExitCode> {
+    let start = FollowStart::CatchUp {
+        from: from.unwrap_or(0),
+    };
+    run(settings, "sync", |ctx| async move {
+        crate::pipeline::follow(&ctx, start).await
+    })
+    .await
+}
+
+/// Sets up a run, hands `converge` the context, and tears it down.
+async fn run<F, Fut>(settings: Settings, what: &str, converge: F) -> anyhow::Result<ExitCode>
+where
+    F: FnOnce(Arc<Ctx>) -> Fut,
+    Fut: Future<Output = anyhow::Result<ConvergeEnd>>,
+{
+    let database = open_database(&settings).await?;
+    let lock = database.store.lock_writer().await?;
+    let (trigger, shutdown) = crate::shutdown::channel();
+    crate::shutdown::listen_for_signals(trigger);
+    let metrics = Metrics::new();
+    let rpc = Arc::new(RpcClient::new(settings.rpc.clone())?);
+    metrics.attach_rpc(rpc.stats());
+    if let Some(addr) = settings.metrics.listen {
+        let listener = tokio::net::TcpListener::bind(addr)
+            .await
+            .with_context(|| format!("setting metrics.listen: cannot listen on {addr}"))?;
+        tracing::info!(target: "indexer::metrics", addr = %listener.local_addr()?, "serving /metrics and /health");
+        tokio::spawn(crate::metrics::serve(
+            listener,
+            Arc::clone(&metrics),
+            settings.metrics.max_lag_blocks,
+            settings.metrics.max_stall,
+        ));
+    }
+    let ctx = Arc::new(Ctx::new(
+        rpc,
+        Arc::new(database.store.clone()),
+        Arc::new(Pool::from_setting(settings.index.threads)),
+        settings.index,
+        settings.follow,
+        metrics,
+        shutdown,
+    ));
+    let end = converge(Arc::clone(&ctx)).await?;
+    ctx.progress.lock().await.finish();
+    lock.release().await?;
+    let summary = crate::progress::summary(&ctx.metrics, what);
+    match end {
+        ConvergeEnd::Complete => tracing::info!(target: "indexer", "{summary}"),
+        ConvergeEnd::Shutdown => tracing::info!(target: "indexer", "stopped by signal; {summary}"),
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,77 @@
+//! The `status` report: what is indexed (from `store`'s read-only queries)
+//! and how far behind the node it is (one quick head request). It reads
+//! and prints; it changes nothing.
+
+use std::fmt::Write as _;
+use std::time::Duration;
+
+use crate::config::Settings;
+use crate::redact::redact_url;
+use crate::rpc::RpcClient;
+use crate::store::Store;
+
+/// How long the head request may take before the node counts as
+/// unreachable: `status` answers quickly even when the node does not.
+const HEAD_TIMEOUT: Duration = Duration::from_secs(10);
+
+pub async fn report(settings: &Settings, store: &Store) -> anyhow::Result<String> {
+    let s = crate::store::query::status(store.pool()).await?;
+    let mut out = String::new();
+    let range = match (s.lowest, s.highest) {
+        (Some(lo), Some(hi)) => format!("{lo}..={hi}"),
+        _ => "none".into(),
+    };
+    writeln!(out, "blocks indexed: {range} ({} blocks)", s.blocks)?;
+    if s.missing_blocks == 0 {
+        writeln!(out, "gaps:           none")?;
+    } else {
+        let shown: Vec<String> = s.gaps.iter().map(|(a, b)| format!("{a}..={b}")).collect();
+        writeln!(
+            out,
+            "gaps:           {} blocks missing: {}",
+            s.missing_blocks,
+            shown.join(", ")
+        )?;
+    }
+    match &s.checkpoint {
+        Some((n, h)) => writeln!(out, "checkpoint:     {n} {h}")?,
+        None => writeln!(out, "checkpoint:     none")?,
+    }
+    for (table, rows) in &s.rows {
+        writeln!(out, "rows {table:<14} {rows}")?;
+    }
+    let missing = store.missing_lookup_indexes().await?;
+    if missing.is_empty() {
+        writeln!(out, "lookup indexes: ok")?;
+    } else {
+        writeln!(
+            out,
+            "lookup indexes: missing {} (dropped for a bulk load that has not finished; the next backfill, sync or follow builds them)",
+            missing.join(", ")
+        )?;
+    }
+    let mut quick = settings.rpc.clone();
+    quick.max_retries = 1;
+    quick.request_timeout = quick.request_timeout.min(Duration::from_secs(5));
+    let head = match RpcClient::new(quick) {
+        Ok(rpc) => tokio::time::timeout(HEAD_TIMEOUT, rpc.head())
+            .await
+            .ok()
+            .and_then(Result::ok),
+        Err(_) => None,
+    };
+    match (head, &s.checkpoint) {
+        (Some(head), Some((n, _))) => writeln!(
+            out,
+            "node head:      {head} (lag {} blocks)",
+            head.saturating_sub(*n)
+        )?,
+        (Some(head), None) => writeln!(out, "node head:      {head}")?,
+        (None, _) => writeln!(
+            out,
+            "node head:      unreachable ({})",
+            redact_url(settings.rpc.url.as_str())
+        )?,
+    }
+    Ok(out)
+}

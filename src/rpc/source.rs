@@ -1,0 +1,40 @@
+//! [`RpcClient`] as the pipeline's [`Source`]: each method is the client's
+//! own call, its error turned into the pipeline's `anyhow` chain. Nothing
+//! else lives here.
+
+use std::ops::RangeInclusive;
+use std::sync::Arc;
+
+use futures::stream::BoxStream;
+use futures::{StreamExt, TryStreamExt};
+
+use super::RpcClient;
+use crate::decode::{BlockHeader, RawBlock};
+use crate::source::{Heads, Source};
+
+#[async_trait::async_trait]
+impl Source for RpcClient {
+    async fn head(&self) -> anyhow::Result<u64> {
+        Ok(RpcClient::head(self).await?)
+    }
+
+    async fn header(&self, n: u64) -> anyhow::Result<Option<BlockHeader>> {
+        Ok(RpcClient::header(self, n).await?)
+    }
+
+    fn blocks(
+        self: Arc<Self>,
+        range: RangeInclusive<u64>,
+    ) -> BoxStream<'static, anyhow::Result<RawBlock>> {
+        self.block_stream(range)
+            .map_err(anyhow::Error::from)
+            .boxed()
+    }
+
+    async fn new_heads(&self) -> anyhow::Result<Option<Heads>> {
+        let Some(ws) = self.ws_url() else {
+            return Ok(None);
+        };
+        Ok(Some(self.subscribe_heads(ws).await?.boxed()))
+    }
+}

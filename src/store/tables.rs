@@ -1,0 +1,229 @@
+//! The tables the pipeline fills, each described once: its columns in COPY
+//! order, how one block's rows are encoded, that a reorg rollback deletes
+//! from it, and the lookup indexes a bulk load may defer. Writing, rolling
+//! back, replacing a block, `status` and the deferred index build all read
+//! [`TABLES`] (reth's `tables!` list plays the same part), so a new table
+//! is one [`Table`] here, its entry in `TABLES`, and its migration.
+//!
+//! This module builds bytes and names; it runs no statement itself.
+
+use super::copy::CopyBuf;
+use super::{Result, StoreError};
+use crate::decode::U256;
+use crate::recover::RecoveredBlock;
+
+/// One table keyed by block number.
+pub struct Table {
+    pub name: &'static str,
+    /// The column holding the block number: what a rollback, a replaced
+    /// block and `status` select by.
+    pub block_column: &'static str,
+    /// Columns in the order [`Table::encode`] writes them.
+    pub columns: &'static [&'static str],
+    /// Whether a reorg rollback (and a replaced block) deletes its rows.
+    /// Every table of block data does; a table that outlives reorgs (a
+    /// ledger of work done) would not.
+    pub rolled_back: bool,
+    /// Indexes users query by, which a bulk load drops and builds at its
+    /// end (see `indexes`). The primary key is never among them.
+    pub lookup_indexes: &'static [LookupIndex],
+    /// Appends one block's rows (none is fine).
+    pub encode: fn(&RecoveredBlock, &mut CopyBuf) -> Result<()>,
+}
+
+/// A plain B-tree index on some columns of its table.
+pub struct LookupIndex {
+    pub name: &'static str,
+    /// The indexed columns, as written in `CREATE INDEX … (columns)`.
+    pub columns: &'static str,
+}
+
+/// Every table the pipeline fills, in the order a write fills them.
+pub static TABLES: [&Table; 3] = [&BLOCKS, &TRANSACTIONS, &AUTHORIZATIONS];
+
+impl Table {
+    /// The binary COPY statement for [`Table::columns`].
+    pub fn copy_statement(&self) -> String {
+        format!(
+            "COPY {} ({}) FROM STDIN (FORMAT binary)",
+            self.name,
+            self.columns.join(", ")
+        )
+    }
+}
+
+impl LookupIndex {
+    /// Its definition on `table`, as the migrations create it.
+    pub fn create_statement(&self, table: &Table) -> String {
+        format!(
+            "CREATE INDEX IF NOT EXISTS {} ON {} ({})",
+            self.name, table.name, self.columns
+        )
+    }
+}
+
+pub static BLOCKS: Table = Table {
+    name: "blocks",
+    block_column: "number",
+    columns: &["number", "hash", "parent_hash", "timestamp", "tx_count"],
+    rolled_back: true,
+    lookup_indexes: &[],
+    encode: |block, out| {
+        let h = &block.header;
+        let tx_count = i32::try_from(block.txs.len())
+            .map_err(|_| out_of_range(h.number, "tx_count", block.txs.len()))?;
+        out.row()
+            .i64(block_number(block)?)
+            .bytes(&h.hash)
+            .bytes(&h.parent_hash)
+            .timestamp(h.timestamp)
+            .i32(tx_count);
+        Ok(())
+    },
+};
+
+pub static TRANSACTIONS: Table = Table {
+    name: "transactions",
+    block_column: "block_number",
+    columns: &[
+        "block_number",
+        "tx_index",
+        "hash",
+        "tx_type",
+        "sender",
+        "node_from",
+        "from_matches",
+        "to_address",
+        "nonce",
+        "value",
+        "error",
+    ],
+    rolled_back: true,
+    lookup_indexes: &[
+        LookupIndex {
+            name: "transactions_sender_idx",
+            columns: "sender",
+        },
+        LookupIndex {
+            name: "transactions_hash_idx",
+            columns: "hash",
+        },
+    ],
+    encode: |block, t| {
+        let number = block_number(block)?;
+        for (i, rtx) in block.txs.iter().enumerate() {
+            let tx = &rtx.tx;
+            let sender = rtx.recovered.sender.as_ref().ok();
+            t.row().i64(number).i32(i as i32);
+            // The pipeline refuses transactions without a hash before here.
+            t.bytes(tx.hash.as_ref().map_or(&[][..], |h| &h[..]));
+            t.i16(tx.tx_type as i16);
+            t.opt_bytes(sender.map(|s| &s[..]));
+            t.opt_bytes(tx.from.as_ref().map(|f| &f[..]));
+            match (sender, &tx.from) {
+                (Some(s), Some(f)) => t.bool(s == f),
+                _ => t.null(),
+            };
+            t.opt_bytes(tx.to.as_ref().map(|x| &x[..]));
+            match tx.nonce {
+                Some(n) => {
+                    let n = i64::try_from(n)
+                        .map_err(|_| out_of_range(block.header.number, "nonce", n))?;
+                    t.i64(n)
+                }
+                None => t.null(),
+            };
+            match &tx.value {
+                Some(v) => t.numeric(v),
+                None => t.null(),
+            };
+            match &rtx.recovered.sender {
+                Err(e) => t.text(&e.to_string()),
+                Ok(_) => t.null(),
+            };
+        }
+        Ok(())
+    },
+};
+
+pub static AUTHORIZATIONS: Table = Table {
+    name: "authorizations",
+    block_column: "block_number",
+    columns: &[
+        "block_number",
+        "tx_index",
+        "auth_index",
+        "chain_id",
+        "address",
+        "nonce",
+        "authority",
+        "error",
+    ],
+    rolled_back: true,
+    lookup_indexes: &[LookupIndex {
+        name: "authorizations_authority_idx",
+        columns: "authority",
+    }],
+    encode: |block, a| {
+        let number = block_number(block)?;
+        for (i, rtx) in block.txs.iter().enumerate() {
+            let auths = rtx.tx.authorization_list.iter();
+            for (j, (auth, authority)) in auths.zip(&rtx.recovered.authorities).enumerate() {
+                a.row().i64(number).i32(i as i32).i32(j as i32);
+                match &auth.chain_id {
+                    Some(c) => a.numeric(c),
+                    None => a.null(),
+                };
+                a.opt_bytes(auth.address.as_ref().map(|x| &x[..]));
+                match auth.nonce {
+                    Some(n) => a.numeric(&U256::from_u64(n)),
+                    None => a.null(),
+                };
+                a.opt_bytes(authority.as_ref().ok().map(|x| &x[..]));
+                match authority {
+                    Err(e) => a.text(&e.to_string()),
+                    Ok(_) => a.null(),
+                };
+            }
+        }
+        Ok(())
+    },
+};
+
+/// The block number as PostgreSQL's `BIGINT`.
+fn block_number(block: &RecoveredBlock) -> Result<i64> {
+    let n = block.header.number;
+    i64::try_from(n).map_err(|_| out_of_range(n, "number", n))
+}
+
+fn out_of_range(number: u64, field: &'static str, value: impl ToString) -> StoreError {
+    StoreError::OutOfRange {
+        number,
+        field,
+        value: value.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_table_is_keyed_by_its_block_column_first() {
+        for t in TABLES {
+            assert_eq!(t.columns[0], t.block_column, "{}", t.name);
+            for i in t.lookup_indexes {
+                assert!(i.name.starts_with(t.name), "{} on {}", i.name, t.name);
+                assert!(t.columns.contains(&i.columns), "{} on {}", i.name, t.name);
+            }
+        }
+        assert_eq!(
+            TRANSACTIONS.copy_statement(),
+            "COPY transactions (block_number, tx_index, hash, tx_type, sender, node_from, from_matches, to_address, nonce, value, error) FROM STDIN (FORMAT binary)"
+        );
+        assert_eq!(
+            AUTHORIZATIONS.lookup_indexes[0].create_statement(&AUTHORIZATIONS),
+            "CREATE INDEX IF NOT EXISTS authorizations_authority_idx ON authorizations (authority)"
+        );
+    }
+}
