@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 
 use sqlx::PgPool;
 
+use crate::support::indexer::Running;
 use crate::support::{fixtures, indexer, pg, rpc_server::RpcServer};
 
 const FIRST: u64 = 24_476_000;
@@ -216,7 +217,7 @@ async fn a_killed_bulk_load_leaves_them_missing_until_the_next_run_builds_them()
     let (pool, url) = pg::fresh_db().await;
     let cfg = config(&dir, 5);
     let (from, to) = (FIRST.to_string(), LAST.to_string());
-    let mut child = indexer::spawn(
+    let mut run = Running::spawn(
         &server.url(),
         &url,
         &[
@@ -239,14 +240,10 @@ async fn a_killed_bulk_load_leaves_them_missing_until_the_next_run_builds_them()
             break;
         }
         assert!(Instant::now() < deadline, "no checkpoint within 60 s");
-        assert!(
-            child.try_wait().unwrap().is_none(),
-            "exited before the kill"
-        );
+        assert!(run.is_running(), "exited before the kill");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    child.kill().unwrap();
-    child.wait().unwrap();
+    run.kill().await;
     let cp: i64 = sqlx::query_scalar("SELECT block_number FROM checkpoint")
         .fetch_one(&pool)
         .await
@@ -293,10 +290,8 @@ async fn sync_builds_them_once_caught_up_and_keeps_following() {
         &from,
     ];
     let mut cmd = indexer::command(&server.url(), &url, &args);
-    cmd.env("RUST_LOG", "info")
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped());
-    let mut child = cmd.spawn().unwrap();
+    cmd.env("RUST_LOG", "info");
+    let mut run = Running::start(cmd);
     // Caught up with the head, and the indexes are back, while it follows.
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
@@ -308,13 +303,13 @@ async fn sync_builds_them_once_caught_up_and_keeps_following() {
             Instant::now() < deadline,
             "not caught up with indexes in 60 s"
         );
-        assert!(child.try_wait().unwrap().is_none(), "sync exited");
+        assert!(run.is_running(), "sync exited");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     assert_eq!(definitions(&lookup_indexes(&pool).await), DEFINITIONS);
     tokio::time::sleep(Duration::from_millis(200)).await;
-    assert!(child.try_wait().unwrap().is_none(), "still following");
-    let log = indexer::terminate(child);
+    assert!(run.is_running(), "still following");
+    let log = run.terminate().await;
     assert!(log.contains(DROPPED) && log.contains(BUILT), "{log}");
     assert_eq!(
         log.matches(BUILT).count(),

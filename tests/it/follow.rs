@@ -10,12 +10,11 @@ use serde_json::json;
 use sqlx::PgPool;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use crate::anvil_backfill::{
-    Running, assert_db_equals_chain, chain, mine_empty, mine_every_kind, slow_proxy,
-    wait_db_equals_head,
-};
-use crate::support::anvil::{Anvil, AnvilOptions};
+use crate::support::anvil::{Anvil, AnvilOptions, mine_empty, mine_every_kind};
+use crate::support::compare::{assert_db_equals_chain, chain, wait_db_equals_head};
+use crate::support::indexer::Running;
 use crate::support::pg;
+use crate::support::proxy::slow_proxy;
 
 const SYNC_LIMIT: Duration = Duration::from_secs(30);
 
@@ -65,35 +64,6 @@ async fn http_get(addr: &str, path: &str) -> String {
 fn metric(text: &str, name: &str) -> Option<f64> {
     text.lines()
         .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
-}
-
-/// Polls until the checkpoint passes `above`, then sends `sig`; returns
-/// the checkpoint seen.
-async fn signal_after_checkpoint(pool: &PgPool, run: &mut Running, above: u64, sig: Signal) -> u64 {
-    let deadline = Instant::now() + SYNC_LIMIT;
-    loop {
-        if let Some(cp) = pg::checkpoint(pool).await.filter(|&c| c > above) {
-            run.signal(sig);
-            return cp;
-        }
-        assert!(
-            run.try_status().is_none(),
-            "indexer exited early:\n{}",
-            run.stderr()
-        );
-        assert!(Instant::now() < deadline, "checkpoint never passed {above}");
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-}
-
-async fn terminate(run: &mut Running) {
-    run.signal(Signal::SIGTERM);
-    let status = run.wait(Duration::from_secs(20)).await;
-    assert!(
-        status.success(),
-        "SIGTERM: exit {status}; stderr:\n{}",
-        run.stderr()
-    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -162,7 +132,7 @@ async fn follow_undoes_reorgs_and_rollbacks_exactly() {
         "{health}"
     );
 
-    terminate(&mut run).await;
+    run.terminate().await;
     let head = anvil.block_number().await;
     assert_db_equals_chain(&pool, &anvil, 0, head).await;
 }
@@ -229,7 +199,7 @@ async fn reorg_deeper_than_max_depth_stops_follow_with_a_consistent_db() {
         ],
     );
     wait_db_equals_head(&pool, &anvil, SYNC_LIMIT, "after raising the limit").await;
-    terminate(&mut run).await;
+    run.terminate().await;
 }
 
 /// Blocks `0..=hi` as stored equal the node's (hash and transactions).
@@ -283,7 +253,8 @@ async fn follow_killed_then_restarted_equals_the_chain() {
             "1",
         ],
     );
-    signal_after_checkpoint(&pool, &mut run, 0, Signal::SIGKILL).await;
+    run.signal_after_checkpoint(&pool, 0, Signal::SIGKILL, SYNC_LIMIT)
+        .await;
     let status = run.wait(Duration::from_secs(10)).await;
     assert!(!status.success());
     if let Some(cp) = pg::checkpoint(&pool).await {
@@ -293,7 +264,7 @@ async fn follow_killed_then_restarted_equals_the_chain() {
     // Resumes after the checkpoint (no --from).
     let mut run = Running::spawn(anvil.url(), &url, &["follow", "--poll-interval-ms", "200"]);
     wait_db_equals_head(&pool, &anvil, SYNC_LIMIT, "restarted follow").await;
-    terminate(&mut run).await;
+    run.terminate().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -316,7 +287,8 @@ async fn sigterm_during_sync_exits_0_and_a_restart_catches_up_and_follows() {
     // while most of the range is still to fetch.
     let slow = slow_proxy(anvil.url(), Duration::from_millis(10)).await;
     let mut run = Running::spawn(&slow, &url, &args);
-    signal_after_checkpoint(&pool, &mut run, 0, Signal::SIGTERM).await;
+    run.signal_after_checkpoint(&pool, 0, Signal::SIGTERM, SYNC_LIMIT)
+        .await;
     let status = run.wait(Duration::from_secs(20)).await;
     assert!(
         status.success(),
@@ -336,5 +308,5 @@ async fn sigterm_during_sync_exits_0_and_a_restart_catches_up_and_follows() {
     let t = Instant::now();
     wait_db_equals_head(&pool, &anvil, Duration::from_secs(5), "new block").await;
     assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
-    terminate(&mut run).await;
+    run.terminate().await;
 }

@@ -3,11 +3,11 @@
 //! must be indexed within seconds. Real mainnet blocks from the test
 //! JSON-RPC server, headers pushed by a soketto WebSocket server.
 
-use std::process::Stdio;
 use std::time::Duration;
 
 use serde_json::Value;
 
+use crate::support::indexer::Running;
 use crate::support::{fixtures, indexer, pg, rpc_server::RpcServer, ws_server::WsHeads};
 
 const FIRST: u64 = 24_476_000;
@@ -29,33 +29,21 @@ async fn follow_indexes_a_block_as_soon_as_new_heads_announces_it() {
     let from = FIRST.to_string();
     let args = ["--poll-interval-ms", "60000", "follow", "--from", &from];
     let mut cmd = indexer::command(&server.url(), &url, &args);
-    cmd.env("WS_URL", ws.url())
-        .env("RUST_LOG", "info")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped());
-    let mut child = cmd.spawn().unwrap();
+    cmd.env("WS_URL", ws.url()).env("RUST_LOG", "info");
+    let mut run = Running::start(cmd);
     let within = Duration::from_secs(20); // a third of the poll interval
-    pg::wait_for_checkpoint(&pool, FIRST + 4, within, || {
-        child.try_wait().unwrap().is_none()
-    })
-    .await;
+    pg::wait_for_checkpoint(&pool, FIRST + 4, within, || run.is_running()).await;
 
     // The node has a new block and says so; polling would wait a minute.
     server.set_head(FIRST + 5);
     assert_eq!(ws.announce(header(&blocks[5])), 1, "one subscriber");
-    pg::wait_for_checkpoint(&pool, FIRST + 5, within, || {
-        child.try_wait().unwrap().is_none()
-    })
-    .await;
+    pg::wait_for_checkpoint(&pool, FIRST + 5, within, || run.is_running()).await;
     // Two at once: one announcement of the newer head fetches both.
     server.set_head(FIRST + 7);
     ws.announce(header(&blocks[7]));
-    pg::wait_for_checkpoint(&pool, FIRST + 7, within, || {
-        child.try_wait().unwrap().is_none()
-    })
-    .await;
+    pg::wait_for_checkpoint(&pool, FIRST + 7, within, || run.is_running()).await;
 
-    let log = indexer::terminate(child);
+    let log = run.terminate().await;
     assert!(log.contains("subscribed to newHeads"), "{log}");
     let stored: i64 = sqlx::query_scalar("SELECT count(*) FROM blocks")
         .fetch_one(&pool)

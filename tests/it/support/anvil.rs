@@ -445,3 +445,31 @@ pub fn hex_u64(v: &Value) -> u64 {
         .unwrap_or_else(|| panic!("expected a hex quantity, got {v}"));
     u64::from_str_radix(s.trim_start_matches("0x"), 16).unwrap_or_else(|e| panic!("{s}: {e}"))
 }
+
+/// Sends a round of every transaction kind (one fee style per sender,
+/// type-4 at most once per sender per block) and mines it into one block.
+pub async fn mine_every_kind(anvil: &Anvil) -> Vec<String> {
+    // A second legacy and 1559 tx from the same senders: several per block.
+    let mut hashes = vec![
+        anvil.send(1, TxKind::Legacy).await,
+        anvil.send(3, TxKind::Eip1559).await,
+    ];
+    hashes.extend(anvil.send_every_kind().await.into_iter().map(|(h, _)| h));
+    hashes.push(
+        anvil
+            .send(
+                0,
+                TxKind::Create {
+                    initcode: RETURN_42_INITCODE.into(),
+                },
+            )
+            .await,
+    );
+    anvil.mine().await;
+    hashes
+}
+
+/// `anvil_mine`: `n` empty blocks at once.
+pub async fn mine_empty(anvil: &Anvil, n: u64) {
+    anvil.rpc("anvil_mine", json!([format!("{n:#x}")])).await;
+}
