@@ -5,6 +5,7 @@ mod anvil_backfill;
 mod anvil_smoke;
 mod backfill_fixtures;
 mod cli_recover;
+mod converge;
 mod defer_indexes;
 mod embedded;
 mod follow;
