@@ -87,3 +87,22 @@ fn recover_command_on_empty_input_prints_nothing() {
     assert!(out.status.success());
     assert!(out.stdout.is_empty());
 }
+
+#[test]
+fn a_log_written_to_a_file_is_plain_text() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("stderr.log");
+    let status = Command::new(env!("CARGO_BIN_EXE_sender-indexer"))
+        .args(["recover", "--threads", "1"])
+        .env("RUST_LOG", "info")
+        .env_remove("NO_COLOR")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&path).unwrap())
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let log = std::fs::read_to_string(&path).unwrap();
+    assert!(log.contains("recover done"), "{log}");
+    assert!(!log.contains('\x1b'), "escape sequences in a file: {log:?}");
+}
