@@ -11,5 +11,6 @@ mod embedded;
 mod follow;
 mod recover;
 mod rpc;
+mod schema;
 mod support;
 mod ws_heads;
