@@ -33,6 +33,7 @@ pub struct Settings {
     pub rpc: RpcSettings,
     pub database: DatabaseSettings,
     pub index: IndexSettings,
+    pub logs: LogsSettings,
     pub follow: FollowSettings,
     pub metrics: MetricsSettings,
 }
@@ -87,6 +88,49 @@ pub struct IndexSettings {
     pub strict: bool,
     /// 0 never defers the lookup indexes.
     pub defer_indexes_min_blocks: u64,
+}
+
+/// Receipts and event logs.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LogsSettings {
+    pub mode: LogsMode,
+    #[serde(deserialize_with = "hex_list")]
+    pub addresses: Vec<[u8; 20]>,
+    #[serde(deserialize_with = "hex_list")]
+    pub topics0: Vec<[u8; 32]>,
+}
+
+/// `logs.mode`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LogsMode {
+    /// Every block's receipts, and the logs in them.
+    Receipts,
+    /// Neither.
+    Off,
+}
+
+impl LogsSettings {
+    /// Whether a log of `address` with first topic `topic0` is stored.
+    pub fn keeps(&self, address: &[u8; 20], topic0: Option<&[u8; 32]>) -> bool {
+        (self.addresses.is_empty() || self.addresses.contains(address))
+            && (self.topics0.is_empty() || topic0.is_some_and(|t| self.topics0.contains(t)))
+    }
+}
+
+/// A list of 0x-prefixed hex values of exactly `N` bytes.
+fn hex_list<'de, D: Deserializer<'de>, const N: usize>(d: D) -> Result<Vec<[u8; N]>, D::Error> {
+    Vec::<String>::deserialize(d)?
+        .iter()
+        .map(|s| {
+            crate::decode::parse_fixed::<N>("value", s).map_err(|_| {
+                serde::de::Error::custom(format_args!(
+                    "{s:?} is not a 0x-prefixed {N}-byte hex value"
+                ))
+            })
+        })
+        .collect()
 }
 
 /// The converge loop at the head.

@@ -29,7 +29,7 @@ use std::ops::Range;
 use tokio::sync::{Semaphore, oneshot};
 
 use crate::decode::{
-    Address, Authorization, B256, BlockHeader, DecodeError, PayloadError, Tx, U256, keccak,
+    Address, Authorization, B256, BlockHeader, DecodeError, PayloadError, Receipt, Tx, U256, keccak,
 };
 
 static SECP256K1: Lazy<Secp256k1<VerifyOnly>> = Lazy::new(Secp256k1::verification_only);
@@ -182,6 +182,8 @@ fn recover_authority(a: &Authorization) -> Result<Address, RecoverError> {
 pub struct RecoveredTx {
     pub tx: Tx,
     pub recovered: Recovered,
+    /// Its receipt, when receipts are fetched (attached by the pipeline).
+    pub receipt: Option<Receipt>,
 }
 
 /// A block whose every transaction went through recovery, in block order.
@@ -204,7 +206,11 @@ pub fn recover_slices(
             }
             let tx = Tx::from_json(&text[ranges[i].clone()])?;
             let recovered = recover_tx(&tx);
-            Ok(RecoveredTx { tx, recovered })
+            Ok(RecoveredTx {
+                tx,
+                recovered,
+                receipt: None,
+            })
         })
         .collect()
 }

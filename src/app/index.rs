@@ -10,9 +10,9 @@ use std::sync::Arc;
 use anyhow::Context as _;
 
 use crate::cli::BlockTarget;
-use crate::config::Settings;
+use crate::config::{LogsMode, Settings};
 use crate::metrics::Metrics;
-use crate::pipeline::{ConvergeEnd, Ctx, FollowStart};
+use crate::pipeline::{ConvergeEnd, Ctx, FollowStart, PipelineSettings};
 use crate::recover::Pool;
 use crate::rpc::RpcClient;
 
@@ -59,7 +59,8 @@ where
     let (trigger, shutdown) = crate::shutdown::channel();
     crate::shutdown::listen_for_signals(trigger);
     let metrics = Metrics::new();
-    let rpc = Arc::new(RpcClient::new(settings.rpc.clone())?);
+    let receipts = settings.logs.mode == LogsMode::Receipts;
+    let rpc = Arc::new(RpcClient::new(settings.rpc.clone())?.with_receipts(receipts));
     metrics.attach_rpc(rpc.stats());
     if let Some(addr) = settings.metrics.listen {
         let listener = tokio::net::TcpListener::bind(addr)
@@ -77,8 +78,7 @@ where
         rpc,
         Arc::new(database.store.clone()),
         Arc::new(Pool::from_setting(settings.index.threads)),
-        settings.index,
-        settings.follow,
+        PipelineSettings::from(settings),
         metrics,
         shutdown,
     ));

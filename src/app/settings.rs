@@ -65,6 +65,9 @@ fn overrides(cli: &Cli) -> Overrides {
     if let Some(v) = g.max_reorg_depth {
         o.set("follow.max_reorg_depth", int(v), flag("max-reorg-depth"));
     }
+    if let Some(v) = &g.logs {
+        o.set("logs.mode", v.as_str(), flag("logs"));
+    }
     if let Some(v) = &g.metrics_addr {
         o.set("metrics.listen", v.as_str(), flag("metrics-addr"));
     }

@@ -135,6 +135,16 @@ pub struct RawBlock {
     pub text: std::sync::Arc<String>,
     pub header: BlockHeader,
     pub txs: Vec<Range<usize>>,
+    /// The block's receipts, when they were fetched.
+    pub receipts: Option<RawReceipts>,
+}
+
+/// A block's receipts: each one's JSON as a byte range of `text`, the
+/// response body they came in, one per transaction, in order.
+#[derive(Debug, Clone)]
+pub struct RawReceipts {
+    pub text: std::sync::Arc<String>,
+    pub ranges: Vec<Range<usize>>,
 }
 
 impl RawBlock {

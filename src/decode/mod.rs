@@ -16,16 +16,19 @@
 //!   in one pass, serde_json the rest.
 //! * `block`: block framing, the one header type ([`BlockHeader`]) and
 //!   each transaction's place in the response text ([`RawBlock`]).
+//! * `receipt`: receipt objects and their logs into [`Receipt`], [`Log`].
 //! * `signing`: signing payloads and their keccak hash.
 
 mod block;
 mod hex;
+mod receipt;
 mod scan;
 mod signing;
 mod tx;
 
-pub use block::{BlockHeader, BlockWire, RawBlock, split_block};
+pub use block::{BlockHeader, BlockWire, RawBlock, RawReceipts, split_block};
 pub use hex::{DecodeError, U256, hex0x, parse_bytes, parse_fixed, parse_u64, parse_u256};
+pub use receipt::{Log, Receipt, receipts_from_slices};
 pub use signing::keccak;
 pub use tx::{AccessItem, Authorization, PayloadError, Tx};
 

@@ -11,25 +11,44 @@
 //!
 //! * `range`: one range, fetch → recover → write as three stages.
 //! * `follow`: the converge loops (`backfill`, `follow`, `sync`) and reorgs.
+//! * `receipts`: receipts checked against their block and transaction.
 //! * `defer_indexes`: when a load is large enough to build the lookup
 //!   indexes after it rather than during it.
 
 mod defer_indexes;
 mod follow;
 mod range;
+mod receipts;
 
 pub use follow::{ConvergeEnd, FollowStart, backfill, follow};
 pub use range::{Step, index_range};
 
 use std::sync::Arc;
 
-use crate::config::{FollowSettings, IndexSettings};
+use crate::config::{FollowSettings, IndexSettings, LogsSettings};
 use crate::metrics::Metrics;
 use crate::progress::Progress;
 use crate::recover::Pool;
 use crate::shutdown::Shutdown;
 use crate::sink::Sink;
 use crate::source::Source;
+
+/// The settings sections the pipeline reads.
+pub struct PipelineSettings {
+    pub index: IndexSettings,
+    pub follow: FollowSettings,
+    pub logs: LogsSettings,
+}
+
+impl From<crate::config::Settings> for PipelineSettings {
+    fn from(s: crate::config::Settings) -> Self {
+        PipelineSettings {
+            index: s.index,
+            follow: s.follow,
+            logs: s.logs,
+        }
+    }
+}
 
 /// Everything a running indexer shares.
 pub struct Ctx {
@@ -38,6 +57,8 @@ pub struct Ctx {
     pub pool: Arc<Pool>,
     pub index: IndexSettings,
     pub follow: FollowSettings,
+    /// Which logs of the receipts the source delivers are kept.
+    pub logs: LogsSettings,
     pub metrics: Arc<Metrics>,
     pub shutdown: Shutdown,
     pub progress: tokio::sync::Mutex<Progress>,
@@ -50,8 +71,7 @@ impl Ctx {
         source: Arc<dyn Source>,
         sink: Arc<dyn Sink>,
         pool: Arc<Pool>,
-        index: IndexSettings,
-        follow: FollowSettings,
+        settings: PipelineSettings,
         metrics: Arc<Metrics>,
         shutdown: Shutdown,
     ) -> Ctx {
@@ -60,8 +80,9 @@ impl Ctx {
             source,
             sink,
             pool,
-            index,
-            follow,
+            index: settings.index,
+            follow: settings.follow,
+            logs: settings.logs,
             metrics,
             shutdown,
         }

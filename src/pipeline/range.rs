@@ -27,8 +27,8 @@ use anyhow::{Context as _, anyhow, bail};
 use futures::StreamExt;
 use tokio::sync::{mpsc, oneshot};
 
-use super::Ctx;
-use crate::decode::{BlockHeader, DecodeError, RawBlock, hex0x};
+use super::{Ctx, receipts};
+use crate::decode::{BlockHeader, DecodeError, RawBlock, Receipt, hex0x, receipts_from_slices};
 use crate::recover::{RecoveredBlock, RecoveredTx, recover_slices};
 use crate::sink::Written;
 
@@ -52,11 +52,18 @@ pub enum Step {
     Shutdown,
 }
 
-type ChunkResult = Vec<Result<RecoveredTx, DecodeError>>;
+/// One job's outcome: its transactions, recovered, and their receipts
+/// (empty when receipts are not fetched), decoded on the same thread.
+type ChunkResult = (
+    Vec<Result<RecoveredTx, DecodeError>>,
+    Vec<Result<Receipt, DecodeError>>,
+);
 
 struct Pending {
     header: BlockHeader,
     tx_count: usize,
+    /// Receipts came with the block, one per transaction.
+    with_receipts: bool,
     chunks: Vec<oneshot::Receiver<ChunkResult>>,
 }
 
@@ -102,16 +109,37 @@ async fn submit(
             );
         }
         expected += 1;
-        let RawBlock { text, header, txs } = block;
+        let RawBlock {
+            text,
+            header,
+            txs,
+            receipts,
+        } = block;
         let tx_count = txs.len();
+        let with_receipts = receipts.is_some();
+        if let Some(r) = &receipts {
+            receipts::check_count(&header, tx_count, r.ranges.len())?;
+        }
         let mut chunks = Vec::with_capacity(tx_count.div_ceil(CHUNK_TXS));
-        for chunk in txs.chunks(CHUNK_TXS) {
+        for (c, chunk) in txs.chunks(CHUNK_TXS).enumerate() {
             let (text, chunk) = (Arc::clone(&text), chunk.to_vec());
-            chunks.push(ctx.pool.spawn(move || recover_slices(&text, &chunk)).await);
+            let receipts = receipts.as_ref().map(|r| {
+                let end = ((c + 1) * CHUNK_TXS).min(r.ranges.len());
+                (Arc::clone(&r.text), r.ranges[c * CHUNK_TXS..end].to_vec())
+            });
+            let job = move || {
+                let decoded = match &receipts {
+                    Some((text, ranges)) => receipts_from_slices(text, ranges),
+                    None => Vec::new(),
+                };
+                (recover_slices(&text, &chunk), decoded)
+            };
+            chunks.push(ctx.pool.spawn(job).await);
         }
         let pending = Pending {
             header,
             tx_count,
+            with_receipts,
             chunks,
         };
         if pending_tx.send(pending).await.is_err() {
@@ -160,14 +188,26 @@ async fn assemble(ctx: &Ctx, p: Pending) -> anyhow::Result<RecoveredBlock> {
     let n = p.header.number;
     let mut txs = Vec::with_capacity(p.tx_count);
     for rx in p.chunks {
-        let chunk = rx
+        let (chunk, receipts) = rx
             .await
             .map_err(|_| anyhow!("block {n}: a recovery job panicked"))?;
+        let mut receipts = receipts.into_iter();
         for r in chunk {
             let i = txs.len();
-            let rtx = r.with_context(|| {
+            let mut rtx = r.with_context(|| {
                 format!("block {n} tx {i}: malformed transaction from the node")
             })?;
+            if p.with_receipts {
+                let receipt = receipts
+                    .next()
+                    .ok_or_else(|| anyhow!("block {n} tx {i}: no receipt"))?
+                    .with_context(|| {
+                        format!("block {n} tx {i}: malformed receipt from the node")
+                    })?;
+                rtx.receipt = Some(receipts::checked(
+                    &p.header, i, &rtx.tx, receipt, &ctx.logs,
+                )?);
+            }
             let Some(hash) = rtx.tx.hash else {
                 bail!("block {n} tx {i}: the node gave no transaction hash");
             };

@@ -177,6 +177,7 @@ fn outcome(
                 text: Arc::clone(body),
                 header,
                 txs,
+                receipts: None,
             }))
         }
         (None, None) => Err(Failure::BadBatch(

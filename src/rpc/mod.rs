@@ -22,6 +22,7 @@
 //! [`Source`](crate::source::Source) (see `source`).
 
 mod batch;
+mod receipts;
 mod retry;
 mod source;
 mod types;
@@ -33,7 +34,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
 
 use crate::config::RpcSettings;
-use crate::decode::{BlockHeader, RawBlock};
+use crate::decode::{BlockHeader, RawBlock, RawReceipts};
 use crate::metrics::RpcStats;
 use crate::redact::Scrubber;
 use futures::{Stream, StreamExt, TryStreamExt, future::ready, stream};
@@ -67,6 +68,11 @@ pub struct RpcClient {
     batch_size: AtomicUsize,
     shrink_logged: AtomicBool,
     stats: Arc<RpcStats>,
+    /// Fetch each block's receipts with it.
+    receipts: bool,
+    /// The node answered that it has no `eth_getBlockReceipts`: receipts
+    /// come from `eth_getTransactionReceipt` instead (found out once).
+    no_block_receipts: AtomicBool,
 }
 
 impl fmt::Debug for RpcClient {
@@ -105,7 +111,16 @@ impl RpcClient {
             scrub,
             shrink_logged: AtomicBool::new(false),
             stats: Arc::default(),
+            receipts: false,
+            no_block_receipts: AtomicBool::new(false),
         })
+    }
+
+    /// Also fetch every block's receipts (see `receipts`), so each
+    /// [`RawBlock`] comes with them.
+    pub fn with_receipts(mut self, on: bool) -> Self {
+        self.receipts = on;
+        self
     }
 
     /// The `newHeads` endpoint of the settings, if any.
@@ -321,7 +336,79 @@ impl RpcClient {
                 tokio::time::sleep(delay).await;
             }
         }
-        Ok(slots.into_iter().flatten().collect())
+        let mut blocks: Vec<RawBlock> = slots.into_iter().flatten().collect();
+        if self.receipts {
+            self.attach_receipts(&mut blocks).await?;
+        }
+        Ok(blocks)
+    }
+
+    /// Fetches the receipts of `blocks` by their hashes and attaches them,
+    /// retrying per policy.
+    async fn attach_receipts(&self, blocks: &mut [RawBlock]) -> Result<(), RpcError> {
+        let (Some(first), Some(last)) = (blocks.first(), blocks.last()) else {
+            return Ok(());
+        };
+        let subject = Subject::range(first.header.number, last.header.number);
+        let mut attempts = 0;
+        loop {
+            let by_tx = self.no_block_receipts.load(Relaxed);
+            let fetched = if by_tx {
+                self.tx_receipts(blocks).await
+            } else {
+                self.block_receipts(blocks).await
+            };
+            match fetched {
+                Ok(all) => {
+                    for (b, r) in blocks.iter_mut().zip(all) {
+                        b.receipts = Some(r);
+                    }
+                    return Ok(());
+                }
+                Err(f) if !by_tx && receipts::method_missing(&f) => {
+                    if !self.no_block_receipts.swap(true, Relaxed) {
+                        let error = self.scrub.scrub(&f.to_string());
+                        info!(target: TARGET, endpoint = self.endpoint(), error, "node has no eth_getBlockReceipts; fetching receipts with eth_getTransactionReceipt");
+                    }
+                }
+                Err(f) => self.retry_or_fail(subject, f, false, &mut attempts).await?,
+            }
+        }
+    }
+
+    /// `eth_getBlockReceipts` for every block, in one batch.
+    async fn block_receipts(&self, blocks: &[RawBlock]) -> Result<Vec<RawReceipts>, Failure> {
+        let hashes: Vec<_> = blocks.iter().map(|b| b.header.hash).collect();
+        let body = receipts::request_body("eth_getBlockReceipts", &hashes);
+        let answer = self
+            .round_trip(batch::post(&self.client, &self.url, body))
+            .await?;
+        receipts::parse_block_receipts(answer, blocks.len())
+    }
+
+    /// `eth_getTransactionReceipt` for every transaction, one batch per
+    /// block (so each block's receipts share one body).
+    async fn tx_receipts(&self, blocks: &[RawBlock]) -> Result<Vec<RawReceipts>, Failure> {
+        let mut out = Vec::with_capacity(blocks.len());
+        for b in blocks {
+            let hashes = (0..b.txs.len())
+                .map(|i| receipts::tx_hash(b.tx_json(i).unwrap_or_default()))
+                .collect::<Result<Vec<_>, _>>()?;
+            if hashes.is_empty() {
+                out.push(RawReceipts {
+                    text: Arc::default(),
+                    ranges: Vec::new(),
+                });
+                continue;
+            }
+            let body = receipts::request_body("eth_getTransactionReceipt", &hashes);
+            let answer = self
+                .round_trip(batch::post(&self.client, &self.url, body))
+                .await?;
+            let (text, ranges) = receipts::parse_tx_receipts(answer, hashes.len())?;
+            out.push(RawReceipts { text, ranges });
+        }
+        Ok(out)
     }
 
     /// One round trip for `size` blocks from `first` (see

@@ -38,6 +38,9 @@ pub(crate) enum Failure {
     Web3(Web3Error),
     /// The node answered, but not with what we asked for.
     Malformed(String),
+    /// The node has not got what it just served (receipts of a block it
+    /// answered with): a lagging or load-balanced node; worth retrying.
+    Missing(String),
 }
 
 impl From<Web3Error> for Failure {
@@ -68,6 +71,7 @@ impl fmt::Display for Failure {
             Failure::Undecodable(m) => format!("failed to deserialize response: {m}"),
             Failure::Web3(e) => e.to_string().to_lowercase(),
             Failure::Malformed(m) => format!("malformed response: {m}"),
+            Failure::Missing(m) => m.clone(),
         };
         f.write_str(&truncate(text))
     }
@@ -103,7 +107,7 @@ pub(crate) fn classify(failure: &Failure, in_batch: bool) -> Class {
         Failure::Rpc { code, message } => classify_rpc(*code, message, in_batch),
         // Connection refused/reset, body read failures, garbage from a
         // proxy: all worth another try within the budget.
-        Failure::Transport(_) | Failure::Undecodable(_) => Class::Retry,
+        Failure::Transport(_) | Failure::Undecodable(_) | Failure::Missing(_) => Class::Retry,
         // A batch answered by a non-array, by a success object, or by the
         // wrong number of responses: providers that cap batches do this.
         Failure::BadBatch(_) => batchy(Class::Retry),

@@ -106,6 +106,7 @@ mod tests {
                 text: std::sync::Arc::new(text),
                 header,
                 txs,
+                receipts: None,
             }
         };
         let ok = check_block(3, Some(block("0x3"))).unwrap().unwrap();

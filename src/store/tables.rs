@@ -39,7 +39,7 @@ pub struct LookupIndex {
 }
 
 /// Every table the pipeline fills, in the order a write fills them.
-pub static TABLES: [&Table; 3] = [&BLOCKS, &TRANSACTIONS, &AUTHORIZATIONS];
+pub static TABLES: [&Table; 4] = [&BLOCKS, &TRANSACTIONS, &AUTHORIZATIONS, &LOGS];
 
 impl Table {
     /// The binary COPY statement for [`Table::columns`].
@@ -97,6 +97,15 @@ pub static TRANSACTIONS: Table = Table {
         "nonce",
         "value",
         "error",
+        "status",
+        "gas_used",
+        "effective_gas_price",
+        "contract_address",
+        "gas_limit",
+        "gas_price",
+        "max_fee_per_gas",
+        "max_priority_fee_per_gas",
+        "input_selector",
     ],
     rolled_back: true,
     lookup_indexes: &[
@@ -141,10 +150,88 @@ pub static TRANSACTIONS: Table = Table {
                 Err(e) => t.text(&e.to_string()),
                 Ok(_) => t.null(),
             };
+            let receipt = rtx.receipt.as_ref();
+            match receipt.and_then(|r| r.status) {
+                Some(s) => t.i16(s.into()),
+                None => t.null(),
+            };
+            match receipt.and_then(|r| r.gas_used) {
+                Some(g) => {
+                    let g = i64::try_from(g)
+                        .map_err(|_| out_of_range(block.header.number, "gasUsed", g))?;
+                    t.i64(g)
+                }
+                None => t.null(),
+            };
+            opt_numeric(t, receipt.and_then(|r| r.effective_gas_price.as_ref()));
+            t.opt_bytes(
+                receipt
+                    .and_then(|r| r.contract_address.as_ref())
+                    .map(|a| &a[..]),
+            );
+            opt_numeric(t, tx.gas.as_ref());
+            opt_numeric(t, tx.gas_price.as_ref());
+            opt_numeric(t, tx.max_fee_per_gas.as_ref());
+            opt_numeric(t, tx.max_priority_fee_per_gas.as_ref());
+            t.opt_bytes(tx.input.get(..4));
         }
         Ok(())
     },
 };
+
+pub static LOGS: Table = Table {
+    name: "logs",
+    block_column: "block_number",
+    columns: &[
+        "block_number",
+        "log_index",
+        "tx_index",
+        "address",
+        "topic0",
+        "topic1",
+        "topic2",
+        "topic3",
+        "data",
+    ],
+    rolled_back: true,
+    lookup_indexes: &[
+        LookupIndex {
+            name: "logs_address_topic0_idx",
+            columns: "address, topic0",
+        },
+        LookupIndex {
+            name: "logs_topic0_idx",
+            columns: "topic0",
+        },
+    ],
+    encode: |block, l| {
+        let number = block_number(block)?;
+        let receipts = block.txs.iter().enumerate();
+        for (i, receipt) in receipts.filter_map(|(i, t)| Some((i, t.receipt.as_ref()?))) {
+            for log in &receipt.logs {
+                let index = i32::try_from(log.log_index)
+                    .map_err(|_| out_of_range(block.header.number, "logIndex", log.log_index))?;
+                l.row()
+                    .i64(number)
+                    .i32(index)
+                    .i32(i as i32)
+                    .bytes(&log.address);
+                for k in 0..4 {
+                    l.opt_bytes(log.topics.get(k).map(|t| &t[..]));
+                }
+                l.bytes(&log.data);
+            }
+        }
+        Ok(())
+    },
+};
+
+fn opt_numeric(out: &mut CopyBuf, v: Option<&U256>) {
+    match v {
+        Some(v) => out.numeric(v),
+        None => out.null(),
+    };
+}
 
 pub static AUTHORIZATIONS: Table = Table {
     name: "authorizations",
@@ -214,12 +301,14 @@ mod tests {
             assert_eq!(t.columns[0], t.block_column, "{}", t.name);
             for i in t.lookup_indexes {
                 assert!(i.name.starts_with(t.name), "{} on {}", i.name, t.name);
-                assert!(t.columns.contains(&i.columns), "{} on {}", i.name, t.name);
+                for c in i.columns.split(", ") {
+                    assert!(t.columns.contains(&c), "{} on {}", i.name, t.name);
+                }
             }
         }
         assert_eq!(
-            TRANSACTIONS.copy_statement(),
-            "COPY transactions (block_number, tx_index, hash, tx_type, sender, node_from, from_matches, to_address, nonce, value, error) FROM STDIN (FORMAT binary)"
+            LOGS.copy_statement(),
+            "COPY logs (block_number, log_index, tx_index, address, topic0, topic1, topic2, topic3, data) FROM STDIN (FORMAT binary)"
         );
         assert_eq!(
             AUTHORIZATIONS.lookup_indexes[0].create_statement(&AUTHORIZATIONS),

@@ -14,7 +14,7 @@ use sqlx::PgPool;
 use sender_indexer::config::Settings;
 use sender_indexer::decode::B256;
 use sender_indexer::metrics::Metrics;
-use sender_indexer::pipeline::{ConvergeEnd, Ctx, FollowStart};
+use sender_indexer::pipeline::{ConvergeEnd, Ctx, FollowStart, PipelineSettings};
 use sender_indexer::recover::{Pool, RecoveredBlock};
 use sender_indexer::shutdown::ShutdownTrigger;
 use sender_indexer::sink::{Sink, Written};
@@ -62,8 +62,7 @@ fn context_with_depth(
         Arc::clone(chain) as _,
         sink,
         Arc::new(Pool::new(2, 8)),
-        s.index,
-        s.follow,
+        PipelineSettings::from(s),
         Metrics::new(),
         shutdown,
     );

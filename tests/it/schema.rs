@@ -12,10 +12,11 @@ async fn every_block_table_is_described_and_every_description_matches_the_schema
     let (pool, _) = pg::fresh_db().await;
     MIGRATOR.run(&pool).await.unwrap();
     let keyed: Vec<String> = sqlx::query_scalar(
-        "SELECT table_name::text FROM information_schema.columns
-         WHERE table_schema = current_schema()
+        "SELECT c.table_name::text FROM information_schema.columns c
+         JOIN information_schema.tables t USING (table_schema, table_name)
+         WHERE c.table_schema = current_schema() AND t.table_type = 'BASE TABLE'
            AND (column_name = 'block_number' OR (table_name = 'blocks' AND column_name = 'number'))
-           AND table_name NOT IN ('checkpoint')
+           AND c.table_name NOT IN ('checkpoint')
          ORDER BY 1",
     )
     .fetch_all(&pool)

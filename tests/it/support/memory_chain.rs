@@ -224,6 +224,7 @@ impl MemoryChain {
             text: Arc::new(text),
             header,
             txs,
+            receipts: None,
         }))
     }
 }

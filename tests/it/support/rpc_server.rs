@@ -19,7 +19,7 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
@@ -45,19 +45,28 @@ pub enum Fault {
     RpcError { code: i64, message: String },
 }
 
-/// Both serializations of one block, made once at insert time.
+/// Both serializations of one block, and its receipts, made once at
+/// insert time.
 struct Stored {
     full: String,
     header: String,
+    /// The `eth_getBlockReceipts` answer: real receipts when the test gave
+    /// them ([`RpcServer::insert_receipts`]), else one plain receipt per
+    /// transaction (status 1, 21,000 gas, no logs) that names it.
+    receipts: String,
 }
 
 struct State {
     blocks: RwLock<HashMap<u64, Stored>>,
+    /// Block hash (as the node writes it) to number.
+    by_hash: RwLock<HashMap<String, u64>>,
     head: AtomicU64,
     chain_id: AtomicU64,
     faults: Mutex<VecDeque<Fault>>,
     batch_cap: AtomicUsize, // 0 = no cap
-    latency_us: AtomicU64,  // 0 = none
+    /// Whether `eth_getBlockReceipts` exists (some nodes lack it).
+    block_receipts: AtomicBool,
+    latency_us: AtomicU64, // 0 = none
     requests: AtomicU64,
     calls: AtomicU64,
     rejected_batches: AtomicU64,
@@ -82,6 +91,8 @@ impl RpcServer {
         let addr = listener.local_addr()?;
         let state = Arc::new(State {
             blocks: RwLock::new(HashMap::new()),
+            by_hash: RwLock::new(HashMap::new()),
+            block_receipts: AtomicBool::new(true),
             head: AtomicU64::new(0),
             chain_id: AtomicU64::new(1),
             faults: Mutex::new(VecDeque::new()),
@@ -125,6 +136,10 @@ impl RpcServer {
             .and_then(quantity)
             .expect("block with a hex number");
         let full = block.to_string();
+        let receipts = plain_receipts(&block).to_string();
+        if let Some(h) = block.get("hash").and_then(Value::as_str) {
+            self.state.by_hash.write().unwrap().insert(h.to_owned(), n);
+        }
         let mut header = block;
         if let Some(Value::Array(txs)) = header.get_mut("transactions") {
             for tx in txs.iter_mut() {
@@ -134,12 +149,29 @@ impl RpcServer {
             }
         }
         let header = header.to_string();
-        self.state
-            .blocks
-            .write()
-            .unwrap()
-            .insert(n, Stored { full, header });
+        self.state.blocks.write().unwrap().insert(
+            n,
+            Stored {
+                full,
+                header,
+                receipts,
+            },
+        );
         n
+    }
+
+    /// Serves `receipts` (a JSON list, as `eth_getBlockReceipts` returns it)
+    /// for block `n` instead of the plain ones.
+    pub fn insert_receipts(&self, n: u64, receipts: &Value) {
+        let mut blocks = self.state.blocks.write().unwrap();
+        let stored = blocks.get_mut(&n).expect("insert the block first");
+        stored.receipts = receipts.to_string();
+    }
+
+    /// Whether the server knows `eth_getBlockReceipts` (default yes); without
+    /// it, only `eth_getTransactionReceipt` answers.
+    pub fn set_block_receipts(&self, on: bool) {
+        self.state.block_receipts.store(on, Relaxed);
     }
 
     /// Blocks above `n` are answered with `null`, as a node does for blocks
@@ -404,8 +436,65 @@ fn answer_call(state: &State, call: &Value, forced: Option<(i64, &str)>, out: &m
                 None => result(out, b"null"),
             }
         }
+        Some("eth_getBlockReceipts") if state.block_receipts.load(Relaxed) => {
+            let hash = params.and_then(|p| p.first()).and_then(Value::as_str);
+            let n = hash.and_then(|h| state.by_hash.read().unwrap().get(h).copied());
+            let blocks = state.blocks.read().unwrap();
+            match n.filter(|&n| n <= head).and_then(|n| blocks.get(&n)) {
+                Some(b) => result(out, b.receipts.as_bytes()),
+                None => result(out, b"null"),
+            }
+        }
+        Some("eth_getTransactionReceipt") => {
+            let hash = params.and_then(|p| p.first()).and_then(Value::as_str);
+            let blocks = state.blocks.read().unwrap();
+            let found = hash.and_then(|h| {
+                blocks
+                    .iter()
+                    .filter(|(n, _)| **n <= head)
+                    .find_map(|(_, b)| {
+                        let list: Value = serde_json::from_str(&b.receipts).ok()?;
+                        list.as_array()?
+                            .iter()
+                            .find(|r| r["transactionHash"] == h)
+                            .cloned()
+                    })
+            });
+            match found {
+                Some(r) => result(out, r.to_string().as_bytes()),
+                None => result(out, b"null"),
+            }
+        }
         _ => out.extend_from_slice(error(id, -32601, "method not found").as_bytes()),
     }
+}
+
+/// One receipt per transaction of `block` that names it: status 1, 21,000
+/// gas each, no logs.
+pub fn plain_receipts(block: &Value) -> Value {
+    let txs = block["transactions"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let receipts: Vec<Value> = txs
+        .iter()
+        .enumerate()
+        .map(|(i, tx)| {
+            json!({
+                "blockHash": block["hash"],
+                "blockNumber": block["number"],
+                "transactionHash": tx["hash"],
+                "transactionIndex": format!("{i:#x}"),
+                "status": "0x1",
+                "gasUsed": "0x5208",
+                "cumulativeGasUsed": format!("{:#x}", 21000 * (i + 1)),
+                "effectiveGasPrice": tx.get("gasPrice").cloned().unwrap_or(json!("0x1")),
+                "contractAddress": null,
+                "logs": [],
+            })
+        })
+        .collect();
+    Value::Array(receipts)
 }
 
 fn error(id: &Value, code: i64, message: &str) -> String {

@@ -1,0 +1,206 @@
+//! Receipts and their event logs: the JSON-RPC receipt object
+//! (`eth_getBlockReceipts`, `eth_getTransactionReceipt`) into our own
+//! [`Receipt`] and [`Log`]. The fields that place a receipt (block hash and
+//! number, transaction hash and index) are kept so the pipeline can check
+//! that it belongs where it is stored. No I/O; by `hex`'s rules.
+
+use serde::Deserialize;
+
+use super::hex::{opt, parse_bytes, parse_fixed, parse_u64, parse_u256};
+use super::{Address, B256, DecodeError, U256};
+
+/// One event log.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Log {
+    pub address: Address,
+    /// At most four (LOG0..LOG4).
+    pub topics: Vec<B256>,
+    pub data: Vec<u8>,
+    pub log_index: u64,
+    pub block_hash: Option<B256>,
+    pub transaction_hash: Option<B256>,
+    pub transaction_index: Option<u64>,
+}
+
+/// A transaction's receipt, as far as the index keeps it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Receipt {
+    pub block_hash: Option<B256>,
+    pub block_number: Option<u64>,
+    pub transaction_hash: Option<B256>,
+    pub transaction_index: Option<u64>,
+    /// 1 success, 0 failure; `None` before Byzantium (a state root instead).
+    pub status: Option<u8>,
+    pub gas_used: Option<u64>,
+    pub cumulative_gas_used: Option<u64>,
+    pub effective_gas_price: Option<U256>,
+    pub contract_address: Option<Address>,
+    pub logs: Vec<Log>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct WireReceipt<'a> {
+    #[serde(borrow)]
+    block_hash: Option<&'a [u8]>,
+    #[serde(borrow)]
+    block_number: Option<&'a [u8]>,
+    #[serde(borrow)]
+    transaction_hash: Option<&'a [u8]>,
+    #[serde(borrow)]
+    transaction_index: Option<&'a [u8]>,
+    #[serde(borrow)]
+    status: Option<&'a [u8]>,
+    #[serde(borrow)]
+    gas_used: Option<&'a [u8]>,
+    #[serde(borrow)]
+    cumulative_gas_used: Option<&'a [u8]>,
+    #[serde(borrow)]
+    effective_gas_price: Option<&'a [u8]>,
+    #[serde(borrow)]
+    contract_address: Option<&'a [u8]>,
+    #[serde(borrow, default)]
+    logs: Option<Vec<WireLog<'a>>>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct WireLog<'a> {
+    #[serde(borrow)]
+    address: Option<&'a [u8]>,
+    #[serde(borrow, default)]
+    topics: Vec<&'a [u8]>,
+    #[serde(borrow)]
+    data: Option<&'a [u8]>,
+    #[serde(borrow)]
+    log_index: Option<&'a [u8]>,
+    #[serde(borrow)]
+    block_hash: Option<&'a [u8]>,
+    #[serde(borrow)]
+    transaction_hash: Option<&'a [u8]>,
+    #[serde(borrow)]
+    transaction_index: Option<&'a [u8]>,
+}
+
+impl Receipt {
+    /// Decodes one JSON text holding a receipt object.
+    pub fn from_json(s: &str) -> Result<Receipt, DecodeError> {
+        let w: WireReceipt =
+            serde_json::from_str(s).map_err(|e| DecodeError::Json(e.to_string()))?;
+        let status = match opt("status", w.status, parse_u64)? {
+            None => None,
+            Some(v @ (0 | 1)) => Some(v as u8),
+            Some(_) => {
+                return Err(DecodeError::Field {
+                    field: "status",
+                    problem: "expected 0x0 or 0x1",
+                    value: String::from_utf8_lossy(w.status.unwrap_or_default()).into_owned(),
+                });
+            }
+        };
+        let logs = w
+            .logs
+            .unwrap_or_default()
+            .into_iter()
+            .map(Log::from_wire)
+            .collect::<Result<_, _>>()?;
+        Ok(Receipt {
+            block_hash: opt("blockHash", w.block_hash, parse_fixed)?,
+            block_number: opt("blockNumber", w.block_number, parse_u64)?,
+            transaction_hash: opt("transactionHash", w.transaction_hash, parse_fixed)?,
+            transaction_index: opt("transactionIndex", w.transaction_index, parse_u64)?,
+            status,
+            gas_used: opt("gasUsed", w.gas_used, parse_u64)?,
+            cumulative_gas_used: opt("cumulativeGasUsed", w.cumulative_gas_used, parse_u64)?,
+            effective_gas_price: opt("effectiveGasPrice", w.effective_gas_price, parse_u256)?,
+            contract_address: opt("contractAddress", w.contract_address, parse_fixed)?,
+            logs,
+        })
+    }
+}
+
+impl Log {
+    fn from_wire(w: WireLog<'_>) -> Result<Log, DecodeError> {
+        if w.topics.len() > 4 {
+            return Err(DecodeError::Field {
+                field: "logs.topics",
+                problem: "more than four topics",
+                value: w.topics.len().to_string(),
+            });
+        }
+        Ok(Log {
+            address: parse_fixed(
+                "logs.address",
+                w.address.ok_or(DecodeError::Missing("logs.address"))?,
+            )?,
+            topics: w
+                .topics
+                .into_iter()
+                .map(|t| parse_fixed("logs.topics", t))
+                .collect::<Result<_, _>>()?,
+            data: opt("logs.data", w.data, parse_bytes)?.unwrap_or_default(),
+            log_index: parse_u64(
+                "logs.logIndex",
+                w.log_index.ok_or(DecodeError::Missing("logs.logIndex"))?,
+            )?,
+            block_hash: opt("logs.blockHash", w.block_hash, parse_fixed)?,
+            transaction_hash: opt("logs.transactionHash", w.transaction_hash, parse_fixed)?,
+            transaction_index: opt("logs.transactionIndex", w.transaction_index, parse_u64)?,
+        })
+    }
+}
+
+/// Decodes the receipts at `ranges` of `text`, in order; a malformed one
+/// yields its error in place.
+pub fn receipts_from_slices(
+    text: &str,
+    ranges: &[std::ops::Range<usize>],
+) -> Vec<Result<Receipt, DecodeError>> {
+    ranges
+        .iter()
+        .map(|r| Receipt::from_json(&text[r.clone()]))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_status_gas_creation_and_logs() {
+        let r = Receipt::from_json(
+            r#"{"blockHash":"0x1111111111111111111111111111111111111111111111111111111111111111",
+                "blockNumber":"0x10","transactionHash":"0x2222222222222222222222222222222222222222222222222222222222222222",
+                "transactionIndex":"0x3","status":"0x1","gasUsed":"0x5208","cumulativeGasUsed":"0x7000",
+                "effectiveGasPrice":"0x3b9aca00","contractAddress":null,"logsBloom":"0x00",
+                "logs":[{"address":"0x3333333333333333333333333333333333333333","topics":[],
+                         "data":"0x","logIndex":"0x7","removed":false}]}"#,
+        )
+        .unwrap();
+        assert_eq!(r.status, Some(1));
+        assert_eq!(r.gas_used, Some(21000));
+        assert_eq!(r.effective_gas_price, Some(U256::from_u64(1_000_000_000)));
+        assert_eq!(r.contract_address, None);
+        assert_eq!(r.transaction_index, Some(3));
+        assert_eq!(r.logs.len(), 1);
+        assert_eq!((r.logs[0].log_index, r.logs[0].data.len()), (7, 0));
+        // Pre-Byzantium: a root, no status.
+        let old = Receipt::from_json(r#"{"root":"0x01","gasUsed":"0x1","logs":[]}"#).unwrap();
+        assert_eq!(old.status, None);
+    }
+
+    #[test]
+    fn malformed_receipts_name_the_field() {
+        let err = Receipt::from_json(r#"{"status":"0x2"}"#).unwrap_err();
+        assert!(err.to_string().contains("status"), "{err}");
+        let five = format!(
+            r#"{{"logs":[{{"address":"0x{}","topics":["0x{t}","0x{t}","0x{t}","0x{t}","0x{t}"],"data":"0x","logIndex":"0x0"}}]}}"#,
+            "33".repeat(20),
+            t = "44".repeat(32)
+        );
+        let err = Receipt::from_json(&five).unwrap_err();
+        assert!(err.to_string().contains("more than four topics"), "{err}");
+        let err = Receipt::from_json(r#"{"logs":[{"topics":[],"logIndex":"0x0"}]}"#).unwrap_err();
+        assert_eq!(err, DecodeError::Missing("logs.address"));
+    }
+}

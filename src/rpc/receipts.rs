@@ -1,0 +1,243 @@
+//! Receipts on the wire: `eth_getBlockReceipts(blockHash)` for a batch of
+//! blocks, or, for nodes without that method, `eth_getTransactionReceipt`
+//! for each of their transactions, batched the same way. Asking by block
+//! hash means the receipts are those of the very block fetched, not of
+//! another fork at the same height. Answers are read in one pass into each
+//! receipt's byte range of the body, which the blocks share (as `batch`
+//! does for blocks); `decode` parses each receipt from its range on the
+//! recovery pool. Pure: bodies in, ranges out.
+
+use std::fmt::Write as _;
+use std::ops::Range;
+use std::sync::Arc;
+
+use serde::Deserialize;
+use serde_json::value::RawValue;
+
+use super::retry::Failure;
+use crate::decode::{B256, RawReceipts, hex0x};
+
+/// One call of a batch: its id and method with one string parameter.
+fn call(out: &mut String, id: usize, method: &str, param: &B256) {
+    let _ = write!(
+        out,
+        r#"{{"jsonrpc":"2.0","id":{id},"method":"{method}","params":["{}"]}}"#,
+        hex0x(param)
+    );
+}
+
+/// A batch of `method(param)` calls, ids 0.. in order.
+pub(crate) fn request_body(method: &str, params: &[B256]) -> String {
+    let mut out = String::with_capacity(120 * params.len() + 2);
+    out.push('[');
+    for (i, p) in params.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        call(&mut out, i, method, p);
+    }
+    out.push(']');
+    out
+}
+
+#[derive(Deserialize)]
+struct Resp<'a> {
+    #[serde(default)]
+    id: Option<usize>,
+    #[serde(borrow, default)]
+    result: Option<&'a RawValue>,
+    #[serde(default)]
+    error: Option<ErrorObj>,
+}
+
+#[derive(Deserialize)]
+struct ErrorObj {
+    code: i64,
+    #[serde(default)]
+    message: String,
+}
+
+/// The answers to a batch of `calls` calls, by id, each a result's raw
+/// text (`None` for `null`), borrowing from `body`.
+fn results(body: &str, calls: usize) -> Result<Vec<Option<&RawValue>>, Failure> {
+    let resps: Vec<Resp> = match serde_json::from_str(body) {
+        Ok(r) => r,
+        Err(_) => {
+            // A whole-batch error object ("method not found" for every call
+            // of a provider without the method, or "batch too large").
+            if let Ok(Resp { error: Some(e), .. }) = serde_json::from_str::<Resp>(body) {
+                return Err(Failure::Rpc {
+                    code: e.code,
+                    message: e.message,
+                });
+            }
+            let shown: String = body.chars().take(200).collect();
+            return Err(Failure::Undecodable(format!("receipts answer: {shown}")));
+        }
+    };
+    if resps.len() != calls {
+        return Err(Failure::BadBatch(format!(
+            "invalid response: {} answers for {calls} receipt calls",
+            resps.len()
+        )));
+    }
+    let mut out: Vec<Option<Option<&RawValue>>> = vec![None; calls];
+    for r in resps {
+        if let Some(e) = r.error {
+            return Err(Failure::Rpc {
+                code: e.code,
+                message: e.message,
+            });
+        }
+        let slot = r.id.and_then(|id| out.get_mut(id)).filter(|s| s.is_none());
+        let Some(slot) = slot else {
+            return Err(Failure::BadBatch(format!(
+                "invalid response: unexpected or repeated id {:?}",
+                r.id
+            )));
+        };
+        *slot = Some(r.result.filter(|v| v.get() != "null"));
+    }
+    Ok(out.into_iter().flatten().collect())
+}
+
+/// Where `raw`, a slice of `body`, lies in it.
+fn range_of(body: &str, raw: &RawValue) -> Range<usize> {
+    let start = raw.get().as_ptr() as usize - body.as_ptr() as usize;
+    start..start + raw.get().len()
+}
+
+/// The answer to `eth_getBlockReceipts` for `blocks` block hashes: each
+/// block's receipts as ranges of the shared body. A `null` (the node does
+/// not have the block) is a failure to retry.
+pub(crate) fn parse_block_receipts(
+    body: Vec<u8>,
+    blocks: usize,
+) -> Result<Vec<RawReceipts>, Failure> {
+    let body = Arc::new(
+        String::from_utf8(body)
+            .map_err(|_| Failure::Undecodable("receipts answer is not UTF-8".into()))?,
+    );
+    let text = body.as_str();
+    let mut out = Vec::with_capacity(blocks);
+    for (i, result) in results(text, blocks)?.into_iter().enumerate() {
+        let Some(result) = result else {
+            return Err(Failure::Missing(format!(
+                "no receipts for the block fetched (call {i}): the node has not got it"
+            )));
+        };
+        let list: Vec<&RawValue> = serde_json::from_str(result.get())
+            .map_err(|e| Failure::Malformed(format!("receipts: expected a list: {e}")))?;
+        out.push(RawReceipts {
+            text: Arc::clone(&body),
+            ranges: list.iter().map(|r| range_of(text, r)).collect(),
+        });
+    }
+    Ok(out)
+}
+
+/// The answer to `eth_getTransactionReceipt` for `txs` hashes: each
+/// receipt's range of the body, in order. A `null` is a failure to retry.
+pub(crate) fn parse_tx_receipts(
+    body: Vec<u8>,
+    txs: usize,
+) -> Result<(Arc<String>, Vec<Range<usize>>), Failure> {
+    let body = Arc::new(
+        String::from_utf8(body)
+            .map_err(|_| Failure::Undecodable("receipts answer is not UTF-8".into()))?,
+    );
+    let text = body.as_str();
+    let mut ranges = Vec::with_capacity(txs);
+    for (i, result) in results(text, txs)?.into_iter().enumerate() {
+        let Some(result) = result else {
+            return Err(Failure::Missing(format!(
+                "no receipt for transaction {i} of the batch: the node has not got it"
+            )));
+        };
+        ranges.push(range_of(text, result));
+    }
+    Ok((body, ranges))
+}
+
+/// Whether `f` says the node lacks `eth_getBlockReceipts`.
+pub(crate) fn method_missing(f: &Failure) -> bool {
+    match f {
+        Failure::Rpc { code, message } => {
+            let m = message.to_ascii_lowercase();
+            *code == -32601
+                || m.contains("method not found")
+                || m.contains("does not exist")
+                || m.contains("not supported")
+                || m.contains("unsupported method")
+        }
+        _ => false,
+    }
+}
+
+/// The `hash` of a transaction object's JSON.
+pub(crate) fn tx_hash(json: &str) -> Result<B256, Failure> {
+    #[derive(Deserialize)]
+    struct Hash<'a> {
+        #[serde(borrow)]
+        hash: Option<&'a str>,
+    }
+    let h: Hash =
+        serde_json::from_str(json).map_err(|e| Failure::Malformed(format!("transaction: {e}")))?;
+    let h = h
+        .hash
+        .ok_or_else(|| Failure::Malformed("transaction without hash".into()))?;
+    crate::decode::parse_fixed("hash", h).map_err(|e| Failure::Malformed(e.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn block_receipts_map_back_by_id_as_ranges_of_the_body() {
+        let body = br#"[{"jsonrpc":"2.0","id":1,"result":[]},{"jsonrpc":"2.0","id":0,"result":[{"a":1},{"b":[2]}]}]"#;
+        let got = parse_block_receipts(body.to_vec(), 2).unwrap();
+        let texts: Vec<Vec<&str>> = got
+            .iter()
+            .map(|r| r.ranges.iter().map(|x| &r.text[x.clone()]).collect())
+            .collect();
+        assert_eq!(texts, vec![vec![r#"{"a":1}"#, r#"{"b":[2]}"#], vec![]]);
+        let null = br#"[{"id":0,"result":null}]"#;
+        assert!(matches!(
+            parse_block_receipts(null.to_vec(), 1),
+            Err(Failure::Missing(_))
+        ));
+    }
+
+    #[test]
+    fn a_node_without_the_method_is_recognised() {
+        for body in [
+            &br#"[{"id":0,"error":{"code":-32601,"message":"the method eth_getBlockReceipts does not exist/is not available"}}]"#[..],
+            br#"{"id":null,"error":{"code":-32601,"message":"Method not found"}}"#,
+        ] {
+            let f = parse_block_receipts(body.to_vec(), 1).unwrap_err();
+            assert!(method_missing(&f), "{f}");
+        }
+        let f = Failure::Rpc {
+            code: -32000,
+            message: "header not found".into(),
+        };
+        assert!(!method_missing(&f));
+    }
+
+    #[test]
+    fn requests_name_each_hash() {
+        let body = request_body("eth_getBlockReceipts", &[[0x11; 32], [0x22; 32]]);
+        let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+        assert_eq!(v[1]["id"], 1);
+        assert_eq!(v[1]["params"][0], hex0x(&[0x22; 32]));
+        assert_eq!(
+            tx_hash(&format!(
+                r#"{{"nonce":"0x1","hash":"{}"}}"#,
+                hex0x(&[7; 32])
+            ))
+            .unwrap(),
+            [7; 32]
+        );
+    }
+}
