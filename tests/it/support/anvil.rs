@@ -61,6 +61,9 @@ pub enum TxKind {
     SponsoredSetCode { authority: usize, delegate: String },
     /// Contract creation (type 2): `--create INITCODE`.
     Create { initcode: String },
+    /// A call (type 2) with raw calldata and a fixed gas limit, so a call
+    /// that reverts is sent rather than refused by gas estimation.
+    Call { to: String, data: String },
 }
 
 #[derive(Debug, Clone, Default)]
@@ -316,6 +319,7 @@ impl Anvil {
                 args.extend(["--legacy".into(), "--access-list".into(), list]);
             }
             TxKind::Eip1559 | TxKind::Create { .. } => {}
+            TxKind::Call { .. } => args.extend(["--gas-limit".into(), "300000".into()]),
             TxKind::Blob => {
                 let path = self.blob_dir.path().join(format!("blob-{from}-{nonce}"));
                 std::fs::write(&path, format!("blob from {addr} nonce {nonce}")).unwrap();
@@ -340,6 +344,7 @@ impl Anvil {
         }
         match kind {
             TxKind::Create { initcode } => args.extend(["--create".into(), initcode]),
+            TxKind::Call { to, data } => args.extend([to, data]),
             _ => args.extend([to, "--value".into(), "1".into()]),
         }
         let mut full = vec!["send", "--async", "--private-key", key];

@@ -1,0 +1,199 @@
+//! Receipts and logs against a real anvil: contracts emit LOG0..LOG4 with
+//! 0 to 600 bytes of data, a contract that calls another makes two
+//! addresses log in one transaction, a call logs and then reverts (status
+//! 0, no logs), plain transfers log nothing, creations name their
+//! contract. After `backfill` every log row, status and gas figure equals
+//! the node's `eth_getBlockReceipts`; a rerun changes nothing. Also: a node
+//! without `eth_getBlockReceipts` still yields every receipt.
+
+use serde_json::{Value, json};
+use sqlx::PgPool;
+
+use crate::support::anvil::{Anvil, TxKind, hex_u64};
+use crate::support::rpc_server::RpcServer;
+use crate::support::{fixtures, indexer, pg};
+
+/// Runtime of the emitter: copies its calldata to memory and emits it as
+/// the data of LOG0, LOG1, LOG2, LOG3 and LOG4 (topics 0x11; 0x21 0x22;
+/// 0x31..0x33; 0x41..0x44). Calldata starting with 0xff emits LOG0 and
+/// reverts instead.
+const EMITTER: &str = concat!(
+    "36600060003760003560f81c60ff14603b57",
+    "366000a0",
+    "6011366000a1",
+    "60226021366000a2",
+    "603360326031366000a3",
+    "6044604360426041366000a4",
+    "00",
+    "5b366000a060006000fd",
+);
+
+/// Runtime of the relay: calls `target` with its own calldata, then emits
+/// LOG1 (topic 0x99, no data) itself.
+fn relay(target: &str) -> String {
+    format!(
+        "36600060003760006000366000600073{}5af150609960006000a100",
+        target.trim_start_matches("0x")
+    )
+}
+
+/// Initcode that deploys `runtime` (hex, no 0x).
+fn initcode(runtime: &str) -> String {
+    let len = runtime.len() / 2;
+    format!("0x60{len:02x}600c60003960{len:02x}6000f3{runtime}")
+}
+
+async fn deploy(anvil: &Anvil, runtime: &str) -> String {
+    let hash = anvil
+        .send(
+            0,
+            TxKind::Create {
+                initcode: initcode(runtime),
+            },
+        )
+        .await;
+    let r = anvil.receipt(&hash).await;
+    assert_eq!(r["status"], "0x1", "deploying {runtime}");
+    r["contractAddress"].as_str().unwrap().to_owned()
+}
+
+fn data(len: usize, seed: u8) -> String {
+    let bytes: Vec<u8> = (0..len)
+        .map(|i| (i as u8).wrapping_mul(31) ^ seed)
+        .collect();
+    format!("0x{}", hex::encode(bytes))
+}
+
+/// The node's logs of blocks `0..=head` as rows, and (block, tx) -> (status,
+/// gasUsed, contractAddress) from its receipts.
+async fn node_rows(anvil: &Anvil, head: u64) -> (Vec<Vec<String>>, Vec<Vec<String>>) {
+    let (mut logs, mut txs) = (Vec::new(), Vec::new());
+    for n in 0..=head {
+        let block = anvil.block(n).await;
+        let receipts = anvil
+            .rpc("eth_getBlockReceipts", json!([block["hash"]]))
+            .await;
+        for r in receipts.as_array().unwrap() {
+            let i = hex_u64(&r["transactionIndex"]);
+            txs.push(vec![
+                n.to_string(),
+                i.to_string(),
+                hex_u64(&r["status"]).to_string(),
+                hex_u64(&r["gasUsed"]).to_string(),
+                r["contractAddress"]
+                    .as_str()
+                    .map(|a| a.trim_start_matches("0x").to_lowercase())
+                    .unwrap_or_default(),
+            ]);
+            for l in r["logs"].as_array().unwrap() {
+                let topics: Vec<&Value> = l["topics"].as_array().unwrap().iter().collect();
+                let mut row = vec![
+                    n.to_string(),
+                    hex_u64(&l["logIndex"]).to_string(),
+                    i.to_string(),
+                    l["address"].as_str().unwrap()[2..].to_lowercase(),
+                ];
+                for k in 0..4 {
+                    row.push(
+                        topics
+                            .get(k)
+                            .map_or(String::new(), |t| t.as_str().unwrap()[2..].to_owned()),
+                    );
+                }
+                row.push(l["data"].as_str().unwrap()[2..].to_owned());
+                logs.push(row);
+            }
+        }
+    }
+    (logs, txs)
+}
+
+async fn db_rows(pool: &PgPool) -> (Vec<Vec<String>>, Vec<Vec<String>>) {
+    let rows = |sql: &'static str| async move {
+        let r: Vec<(Vec<Option<String>>,)> = sqlx::query_as(sql).fetch_all(pool).await.unwrap();
+        r.into_iter()
+            .map(|(v,)| v.into_iter().map(Option::unwrap_or_default).collect())
+            .collect::<Vec<Vec<String>>>()
+    };
+    let logs = rows(
+        "SELECT ARRAY[block_number::text, log_index::text, tx_index::text, encode(address, 'hex'),
+                encode(topic0, 'hex'), encode(topic1, 'hex'), encode(topic2, 'hex'), encode(topic3, 'hex'),
+                encode(data, 'hex')] FROM logs ORDER BY block_number, log_index",
+    )
+    .await;
+    let txs = rows(
+        "SELECT ARRAY[block_number::text, tx_index::text, status::text, gas_used::text,
+                encode(contract_address, 'hex')] FROM transactions ORDER BY block_number, tx_index",
+    )
+    .await;
+    (logs, txs)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn logs_and_receipt_fields_equal_the_node() {
+    let anvil = Anvil::start().await;
+    let emitter = deploy(&anvil, EMITTER).await;
+    let relay = deploy(&anvil, &relay(&emitter)).await;
+    let call = |to: &str, data: String| TxKind::Call {
+        to: to.to_owned(),
+        data,
+    };
+    for (i, len) in [0usize, 1, 31, 32, 33, 600].into_iter().enumerate() {
+        anvil.send(1, call(&emitter, data(len, i as u8))).await;
+    }
+    let reverted = anvil
+        .send(1, call(&emitter, format!("0xff{}", &data(40, 9)[2..])))
+        .await;
+    anvil.send(2, call(&relay, data(64, 7))).await;
+    anvil.send(3, TxKind::Eip1559).await;
+    let head = anvil.block_number().await;
+    assert_eq!(anvil.receipt(&reverted).await["status"], "0x0");
+
+    let (pool, url) = pg::fresh_db().await;
+    let args = ["backfill", "--from", "0", "--to", "latest"];
+    indexer::run_ok(anvil.url(), &url, &args);
+    let (want_logs, want_txs) = node_rows(&anvil, head).await;
+    let (got_logs, got_txs) = db_rows(&pool).await;
+    // 6 calls x 5 logs, the relayed call's 5 + the relay's own.
+    assert_eq!(want_logs.len(), 6 * 5 + 6, "the node's logs");
+    assert_eq!(got_logs, want_logs);
+    assert_eq!(got_txs, want_txs);
+    // Every log with the sender recovered for its transaction.
+    let senders: Vec<(String, i16)> = sqlx::query_as(
+        "SELECT DISTINCT encode(sender, 'hex'), status FROM logs_with_sender ORDER BY 1",
+    )
+    .fetch_all(&pool)
+    .await
+    .unwrap();
+    let acct = |i: usize| anvil.account(i).0.trim_start_matches("0x").to_lowercase();
+    let mut want = vec![(acct(1), 1i16), (acct(2), 1)];
+    want.sort();
+    assert_eq!(senders, want);
+
+    indexer::run_ok(anvil.url(), &url, &args);
+    assert_eq!(
+        db_rows(&pool).await,
+        (got_logs, got_txs),
+        "a rerun changed rows"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_without_get_block_receipts_still_gives_every_receipt() {
+    let server = RpcServer::start(fixtures::recent_mainnet()).await.unwrap();
+    server.set_block_receipts(false);
+    let (pool, url) = pg::fresh_db().await;
+    indexer::run_ok(
+        &server.url(),
+        &url,
+        &["backfill", "--from", "24476000", "--to", "24476009"],
+    );
+    let (txs, with_receipts): (i64, i64) = sqlx::query_as(
+        "SELECT count(*), count(*) FILTER (WHERE status = 1 AND gas_used = 21000) FROM transactions",
+    )
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert!(txs > 1000, "{txs}");
+    assert_eq!(with_receipts, txs);
+}
