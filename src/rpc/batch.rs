@@ -133,23 +133,24 @@ struct BlockResp<'a> {
 
 /// One JSON-RPC response whose result is kept as raw text: the fallback
 /// when some result is not block-shaped, so that each call still gets an
-/// outcome (and a bad block its own error).
+/// outcome (and a bad block its own error); also how `receipts` reads
+/// its answers.
 #[derive(Deserialize)]
-struct Resp<'a> {
+pub(super) struct Resp<'a> {
     #[serde(default)]
-    id: Option<u64>,
+    pub(super) id: Option<u64>,
     /// `Some("null")` for a JSON `null`, `None` only when absent.
     #[serde(default, borrow, deserialize_with = "present")]
-    result: Option<&'a RawValue>,
+    pub(super) result: Option<&'a RawValue>,
     #[serde(default)]
-    error: Option<ErrorObj>,
+    pub(super) error: Option<ErrorObj>,
 }
 
 #[derive(Deserialize)]
-struct ErrorObj {
-    code: i64,
+pub(super) struct ErrorObj {
+    pub(super) code: i64,
     #[serde(default)]
-    message: String,
+    pub(super) message: String,
 }
 
 /// Keeps a present `null` distinct from an absent field.

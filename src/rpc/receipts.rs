@@ -14,6 +14,7 @@ use std::sync::Arc;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
+use super::batch::Resp;
 use super::retry::Failure;
 use crate::decode::{B256, RawReceipts, hex0x};
 
@@ -38,23 +39,6 @@ pub(crate) fn request_body(method: &str, params: &[B256]) -> String {
     }
     out.push(']');
     out
-}
-
-#[derive(Deserialize)]
-struct Resp<'a> {
-    #[serde(default)]
-    id: Option<usize>,
-    #[serde(borrow, default)]
-    result: Option<&'a RawValue>,
-    #[serde(default)]
-    error: Option<ErrorObj>,
-}
-
-#[derive(Deserialize)]
-struct ErrorObj {
-    code: i64,
-    #[serde(default)]
-    message: String,
 }
 
 /// The answers to a batch of `calls` calls, by id, each a result's raw
@@ -89,7 +73,10 @@ fn results(body: &str, calls: usize) -> Result<Vec<Option<&RawValue>>, Failure> 
                 message: e.message,
             });
         }
-        let slot = r.id.and_then(|id| out.get_mut(id)).filter(|s| s.is_none());
+        let slot =
+            r.id.and_then(|id| usize::try_from(id).ok())
+                .and_then(|id| out.get_mut(id))
+                .filter(|s| s.is_none());
         let Some(slot) = slot else {
             return Err(Failure::BadBatch(format!(
                 "invalid response: unexpected or repeated id {:?}",
