@@ -88,6 +88,13 @@ fn results(body: &str, calls: usize) -> Result<Vec<Option<&RawValue>>, Failure> 
     Ok(out.into_iter().flatten().collect())
 }
 
+/// The answer's text, shared by the receipts read from it.
+fn utf8(body: Vec<u8>) -> Result<Arc<String>, Failure> {
+    String::from_utf8(body)
+        .map(Arc::new)
+        .map_err(|_| Failure::Undecodable("receipts answer is not UTF-8".into()))
+}
+
 /// Where `raw`, a slice of `body`, lies in it.
 fn range_of(body: &str, raw: &RawValue) -> Range<usize> {
     let start = raw.get().as_ptr() as usize - body.as_ptr() as usize;
@@ -101,10 +108,7 @@ pub(crate) fn parse_block_receipts(
     body: Vec<u8>,
     blocks: usize,
 ) -> Result<Vec<RawReceipts>, Failure> {
-    let body = Arc::new(
-        String::from_utf8(body)
-            .map_err(|_| Failure::Undecodable("receipts answer is not UTF-8".into()))?,
-    );
+    let body = utf8(body)?;
     let text = body.as_str();
     let mut out = Vec::with_capacity(blocks);
     for (i, result) in results(text, blocks)?.into_iter().enumerate() {
@@ -129,10 +133,7 @@ pub(crate) fn parse_tx_receipts(
     body: Vec<u8>,
     txs: usize,
 ) -> Result<(Arc<String>, Vec<Range<usize>>), Failure> {
-    let body = Arc::new(
-        String::from_utf8(body)
-            .map_err(|_| Failure::Undecodable("receipts answer is not UTF-8".into()))?,
-    );
+    let body = utf8(body)?;
     let text = body.as_str();
     let mut ranges = Vec::with_capacity(txs);
     for (i, result) in results(text, txs)?.into_iter().enumerate() {
