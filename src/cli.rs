@@ -59,7 +59,7 @@ pub struct GlobalArgs {
     /// Deepest reorg to roll back; deeper stops the process.
     #[arg(long, global = true, value_name = "N")]
     pub max_reorg_depth: Option<u64>,
-    /// Where logs and receipt fields come from: `receipts` or `off`.
+    /// Where logs and receipt fields come from: `receipts`, `getLogs` or `off`.
     #[arg(long, global = true, value_name = "MODE")]
     pub logs: Option<String>,
     /// Serve Prometheus /metrics and /health here, e.g. 127.0.0.1:9184 (env: METRICS_ADDR).

@@ -34,6 +34,9 @@ pub struct Settings {
     pub database: DatabaseSettings,
     pub index: IndexSettings,
     pub logs: LogsSettings,
+    /// `[[events]]`: decoded event tables.
+    #[serde(default)]
+    pub events: Vec<EventSettings>,
     pub follow: FollowSettings,
     pub metrics: MetricsSettings,
 }
@@ -99,16 +102,39 @@ pub struct LogsSettings {
     pub addresses: Vec<[u8; 20]>,
     #[serde(deserialize_with = "hex_list")]
     pub topics0: Vec<[u8; 32]>,
+    /// Widest block range of one `eth_getLogs` call (`getLogs` mode): where
+    /// the adaptive range starts, and the most it grows back to.
+    pub get_logs_range: NonZeroU64,
 }
 
 /// `logs.mode`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "lowercase")]
 pub enum LogsMode {
     /// Every block's receipts, and the logs in them.
+    #[serde(rename = "receipts")]
     Receipts,
+    /// The logs the filters ask for, by block range with `eth_getLogs`; no
+    /// receipt fields.
+    #[serde(rename = "getLogs", alias = "getlogs")]
+    GetLogs,
     /// Neither.
+    #[serde(rename = "off")]
     Off,
+}
+
+/// One `[[events]]` entry: an event whose logs are decoded into a table.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EventSettings {
+    /// Human-readable signature, with `indexed` and parameter names:
+    /// `Transfer(address indexed from, address indexed to, uint256 value)`.
+    pub signature: String,
+    /// Only logs of these contracts; empty: any contract.
+    #[serde(default, deserialize_with = "hex_list")]
+    pub addresses: Vec<[u8; 20]>,
+    /// The table's name; default: the event's name in snake case.
+    #[serde(default)]
+    pub table: Option<String>,
 }
 
 impl LogsSettings {

@@ -20,6 +20,8 @@ pub struct RpcStats {
     pub(crate) errors: AtomicU64,
     pub(crate) retries: AtomicU64,
     pub(crate) null_waits: AtomicU64,
+    pub(crate) log_range_cuts: AtomicU64,
+    pub(crate) log_refetches: AtomicU64,
 }
 
 impl RpcStats {
@@ -38,6 +40,14 @@ impl RpcStats {
     /// Polls for blocks the node answered with `null` (not produced yet).
     pub fn null_waits(&self) -> u64 {
         self.null_waits.load(Relaxed)
+    }
+    /// `eth_getLogs` ranges the provider refused, so narrowed.
+    pub fn log_range_cuts(&self) -> u64 {
+        self.log_range_cuts.load(Relaxed)
+    }
+    /// Blocks whose logs were asked for again by block hash.
+    pub fn log_refetches(&self) -> u64 {
+        self.log_refetches.load(Relaxed)
     }
 }
 

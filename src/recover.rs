@@ -29,7 +29,8 @@ use std::ops::Range;
 use tokio::sync::{Semaphore, oneshot};
 
 use crate::decode::{
-    Address, Authorization, B256, BlockHeader, DecodeError, PayloadError, Receipt, Tx, U256, keccak,
+    Address, Authorization, B256, BlockHeader, DecodeError, Log, PayloadError, Receipt, Tx, U256,
+    keccak,
 };
 
 static SECP256K1: Lazy<Secp256k1<VerifyOnly>> = Lazy::new(Secp256k1::verification_only);
@@ -191,6 +192,10 @@ pub struct RecoveredTx {
 pub struct RecoveredBlock {
     pub header: BlockHeader,
     pub txs: Vec<RecoveredTx>,
+    /// The block's stored logs, in log-index order, each with the index of
+    /// the transaction that emitted it (from the receipts, which keep none
+    /// of them then, or from `eth_getLogs`).
+    pub logs: Vec<Log>,
 }
 
 /// Decodes and recovers the transactions at `ranges` of a block's text, in

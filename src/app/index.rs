@@ -11,6 +11,7 @@ use anyhow::Context as _;
 
 use crate::cli::BlockTarget;
 use crate::config::{LogsMode, Settings};
+use crate::decode::EventSpec;
 use crate::metrics::Metrics;
 use crate::pipeline::{ConvergeEnd, Ctx, FollowStart, PipelineSettings};
 use crate::recover::Pool;
@@ -49,18 +50,19 @@ pub async fn sync(settings: Settings, from: Option<u64>) -> anyhow::Result<ExitC
 }
 
 /// Sets up a run, hands `converge` the context, and tears it down.
-async fn run<F, Fut>(settings: Settings, what: &str, converge: F) -> anyhow::Result<ExitCode>
+async fn run<F, Fut>(mut settings: Settings, what: &str, converge: F) -> anyhow::Result<ExitCode>
 where
     F: FnOnce(Arc<Ctx>) -> Fut,
     Fut: Future<Output = anyhow::Result<ConvergeEnd>>,
 {
+    narrow_to_events(&mut settings)?;
     let database = open_database(&settings).await?;
     let lock = database.store.lock_writer().await?;
+    let store = database.store.clone().with_events(&settings.events).await?;
     let (trigger, shutdown) = crate::shutdown::channel();
     crate::shutdown::listen_for_signals(trigger);
     let metrics = Metrics::new();
-    let receipts = settings.logs.mode == LogsMode::Receipts;
-    let rpc = Arc::new(RpcClient::new(settings.rpc.clone())?.with_receipts(receipts));
+    let rpc = Arc::new(RpcClient::new(settings.rpc.clone())?.with_logs(&settings.logs));
     metrics.attach_rpc(rpc.stats());
     if let Some(addr) = settings.metrics.listen {
         let listener = tokio::net::TcpListener::bind(addr)
@@ -76,7 +78,7 @@ where
     }
     let ctx = Arc::new(Ctx::new(
         rpc,
-        Arc::new(database.store.clone()),
+        Arc::new(store.clone()),
         Arc::new(Pool::from_setting(settings.index.threads)),
         PipelineSettings::from(settings),
         metrics,
@@ -90,5 +92,35 @@ where
         ConvergeEnd::Complete => tracing::info!(target: "indexer", "{summary}"),
         ConvergeEnd::Shutdown => tracing::info!(target: "indexer", "stopped by signal; {summary}"),
     }
+    let undecodable = store.undecodable_logs();
+    if undecodable > 0 {
+        tracing::warn!(target: "indexer::events", undecodable, "logs matched an [[events]] signature but did not decode (each is logged above with its block and index; they stay in logs)");
+    }
     Ok(ExitCode::SUCCESS)
+}
+
+/// In `getLogs` mode with no filters of its own, ask the node only for the
+/// logs the `[[events]]` tables want: their selectors, and their contracts
+/// when every entry names some.
+fn narrow_to_events(settings: &mut Settings) -> anyhow::Result<()> {
+    let logs = &mut settings.logs;
+    let unfiltered = logs.addresses.is_empty() && logs.topics0.is_empty();
+    if logs.mode != LogsMode::GetLogs || settings.events.is_empty() || !unfiltered {
+        return Ok(());
+    }
+    for e in &settings.events {
+        let spec = EventSpec::parse(&e.signature)?;
+        if !logs.topics0.contains(&spec.topic0) {
+            logs.topics0.push(spec.topic0);
+        }
+    }
+    if settings.events.iter().all(|e| !e.addresses.is_empty()) {
+        for a in settings.events.iter().flat_map(|e| &e.addresses) {
+            if !logs.addresses.contains(a) {
+                logs.addresses.push(*a);
+            }
+        }
+    }
+    tracing::info!(target: "indexer::events", topics0 = logs.topics0.len(), addresses = logs.addresses.len(), "getLogs mode without logs filters: asking only for the [[events]] logs");
+    Ok(())
 }

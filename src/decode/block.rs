@@ -9,8 +9,9 @@ use serde::Deserialize;
 use serde_json::Value;
 use serde_json::value::RawValue;
 
+use super::bloom::Bloom;
 use super::hex::{parse_fixed, parse_u64};
-use super::{B256, DecodeError};
+use super::{B256, DecodeError, Log};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BlockHeader {
@@ -18,6 +19,8 @@ pub struct BlockHeader {
     pub hash: B256,
     pub parent_hash: B256,
     pub timestamp: u64,
+    /// `logsBloom`, when the node sent it.
+    pub logs_bloom: Option<Box<Bloom>>,
 }
 
 /// The header fields of a block object, borrowed from its text; every
@@ -33,6 +36,8 @@ struct HeaderWire<'a> {
     parent_hash: Option<&'a str>,
     #[serde(borrow)]
     timestamp: Option<&'a str>,
+    #[serde(borrow)]
+    logs_bloom: Option<&'a str>,
 }
 
 impl HeaderWire<'_> {
@@ -45,6 +50,10 @@ impl HeaderWire<'_> {
             hash: parse_fixed("hash", field("hash", self.hash)?)?,
             parent_hash: parse_fixed("parentHash", field("parentHash", self.parent_hash)?)?,
             timestamp: parse_u64("timestamp", field("timestamp", self.timestamp)?)?,
+            logs_bloom: match self.logs_bloom {
+                Some(b) => Some(Box::new(parse_fixed("logsBloom", b)?)),
+                None => None,
+            },
         })
     }
 }
@@ -78,6 +87,8 @@ pub struct BlockWire<'a> {
     parent_hash: Option<&'a str>,
     #[serde(borrow)]
     timestamp: Option<&'a str>,
+    #[serde(borrow)]
+    logs_bloom: Option<&'a str>,
     #[serde(borrow, default)]
     transactions: Option<Vec<&'a RawValue>>,
 }
@@ -91,6 +102,7 @@ impl BlockWire<'_> {
             hash: self.hash,
             parent_hash: self.parent_hash,
             timestamp: self.timestamp,
+            logs_bloom: self.logs_bloom,
         }
         .parse()?;
         let base_start = base.as_ptr() as usize;
@@ -137,6 +149,9 @@ pub struct RawBlock {
     pub txs: Vec<Range<usize>>,
     /// The block's receipts, when they were fetched.
     pub receipts: Option<RawReceipts>,
+    /// Its logs from `eth_getLogs` (`logs.mode = "getLogs"`): those the
+    /// filters ask for, each checked to name this block's hash.
+    pub logs: Option<Vec<Log>>,
 }
 
 /// A block's receipts: each one's JSON as a byte range of `text`, the
@@ -178,6 +193,7 @@ mod tests {
                 hash: [0x11; 32],
                 parent_hash: [0x22; 32],
                 timestamp: 100,
+                logs_bloom: None,
             }
         );
         let slices: Vec<_> = ranges.iter().map(|r| &text[r.clone()]).collect();

@@ -17,9 +17,13 @@
 //! * `block`: block framing, the one header type ([`BlockHeader`]) and
 //!   each transaction's place in the response text ([`RawBlock`]).
 //! * `receipt`: receipt objects and their logs into [`Receipt`], [`Log`].
+//! * `bloom`: the header's logs bloom.
+//! * `event`: logs decoded by an event signature (`[[events]]`).
 //! * `signing`: signing payloads and their keccak hash.
 
 mod block;
+mod bloom;
+mod event;
 mod hex;
 mod receipt;
 mod scan;
@@ -27,8 +31,10 @@ mod signing;
 mod tx;
 
 pub use block::{BlockHeader, BlockWire, RawBlock, RawReceipts, split_block};
+pub use bloom::{Bloom, bloom_add, bloom_may_contain};
+pub use event::{ColumnKind, EventSpec, Param, SignatureError, Value};
 pub use hex::{DecodeError, U256, hex0x, parse_bytes, parse_fixed, parse_u64, parse_u256};
-pub use receipt::{Log, Receipt, receipts_from_slices};
+pub use receipt::{Log, Receipt, logs_from_json, receipts_from_slices};
 pub use signing::keccak;
 pub use tx::{AccessItem, Authorization, PayloadError, Tx};
 

@@ -17,6 +17,7 @@ pub struct Log {
     pub topics: Vec<B256>,
     pub data: Vec<u8>,
     pub log_index: u64,
+    pub block_number: Option<u64>,
     pub block_hash: Option<B256>,
     pub transaction_hash: Option<B256>,
     pub transaction_index: Option<u64>,
@@ -74,6 +75,8 @@ struct WireLog<'a> {
     data: Option<&'a [u8]>,
     #[serde(borrow)]
     log_index: Option<&'a [u8]>,
+    #[serde(borrow)]
+    block_number: Option<&'a [u8]>,
     #[serde(borrow)]
     block_hash: Option<&'a [u8]>,
     #[serde(borrow)]
@@ -143,11 +146,19 @@ impl Log {
                 "logs.logIndex",
                 w.log_index.ok_or(DecodeError::Missing("logs.logIndex"))?,
             )?,
+            block_number: opt("logs.blockNumber", w.block_number, parse_u64)?,
             block_hash: opt("logs.blockHash", w.block_hash, parse_fixed)?,
             transaction_hash: opt("logs.transactionHash", w.transaction_hash, parse_fixed)?,
             transaction_index: opt("logs.transactionIndex", w.transaction_index, parse_u64)?,
         })
     }
+}
+
+/// Decodes an `eth_getLogs` result: a JSON list of log objects.
+pub fn logs_from_json(s: &str) -> Result<Vec<Log>, DecodeError> {
+    let wire: Vec<WireLog> = serde_json::from_str(s)
+        .map_err(|e| DecodeError::Json(format!("expected a list of logs: {e}")))?;
+    wire.into_iter().map(Log::from_wire).collect()
 }
 
 /// Decodes the receipts at `ranges` of `text`, in order; a malformed one

@@ -28,7 +28,9 @@ use futures::StreamExt;
 use tokio::sync::{mpsc, oneshot};
 
 use super::{Ctx, receipts};
-use crate::decode::{BlockHeader, DecodeError, RawBlock, Receipt, hex0x, receipts_from_slices};
+use crate::decode::{
+    BlockHeader, DecodeError, Log, RawBlock, Receipt, hex0x, receipts_from_slices,
+};
 use crate::recover::{RecoveredBlock, RecoveredTx, recover_slices};
 use crate::sink::Written;
 
@@ -64,6 +66,8 @@ struct Pending {
     tx_count: usize,
     /// Receipts came with the block, one per transaction.
     with_receipts: bool,
+    /// Logs from `eth_getLogs` came with the block.
+    logs: Option<Vec<Log>>,
     chunks: Vec<oneshot::Receiver<ChunkResult>>,
 }
 
@@ -114,6 +118,7 @@ async fn submit(
             header,
             txs,
             receipts,
+            logs,
         } = block;
         let tx_count = txs.len();
         let with_receipts = receipts.is_some();
@@ -140,6 +145,7 @@ async fn submit(
             header,
             tx_count,
             with_receipts,
+            logs,
             chunks,
         };
         if pending_tx.send(pending).await.is_err() {
@@ -187,6 +193,7 @@ async fn collect(
 async fn assemble(ctx: &Ctx, p: Pending) -> anyhow::Result<RecoveredBlock> {
     let n = p.header.number;
     let mut txs = Vec::with_capacity(p.tx_count);
+    let mut logs = Vec::new();
     for rx in p.chunks {
         let (chunk, receipts) = rx
             .await
@@ -204,9 +211,9 @@ async fn assemble(ctx: &Ctx, p: Pending) -> anyhow::Result<RecoveredBlock> {
                     .with_context(|| {
                         format!("block {n} tx {i}: malformed receipt from the node")
                     })?;
-                rtx.receipt = Some(receipts::checked(
-                    &p.header, i, &rtx.tx, receipt, &ctx.logs,
-                )?);
+                let mut receipt = receipts::checked(&p.header, i, &rtx.tx, receipt, &ctx.logs)?;
+                logs.append(&mut receipt.logs);
+                rtx.receipt = Some(receipt);
             }
             let Some(hash) = rtx.tx.hash else {
                 bail!("block {n} tx {i}: the node gave no transaction hash");
@@ -244,9 +251,15 @@ async fn assemble(ctx: &Ctx, p: Pending) -> anyhow::Result<RecoveredBlock> {
             p.tx_count
         );
     }
+    if let Some(got) = p.logs {
+        let hashes: Vec<_> = txs.iter().map(|t: &RecoveredTx| t.tx.hash).collect();
+        logs = receipts::placed_logs(&p.header, &hashes, got, &ctx.logs)?;
+    }
+    receipts::check_log_order(&p.header, &logs)?;
     Ok(RecoveredBlock {
         header: p.header,
         txs,
+        logs,
     })
 }
 

@@ -1,15 +1,15 @@
-//! Receipts against the block they are stored with: each must name this
-//! block (hash and number) and the transaction at its index (hash and
-//! index), and so must each of its logs; a receipt that does not is an
-//! error that names the block, the transaction and both values, never a
-//! row stored under the wrong transaction. Logs outside the configured
-//! filters (`logs.addresses`, `logs.topics0`) are dropped here. Pure: no
-//! I/O.
+//! Receipts and logs against the block they are stored with: each receipt
+//! must name this block (hash and number) and the transaction at its index
+//! (hash and index), and so must each log, whether it came in a receipt or
+//! from `eth_getLogs`; one that does not is an error that names the block,
+//! the transaction and both values, never a row stored under the wrong
+//! transaction. Logs outside the configured filters (`logs.addresses`,
+//! `logs.topics0`) are dropped here. Pure: no I/O.
 
 use anyhow::bail;
 
 use crate::config::LogsSettings;
-use crate::decode::{BlockHeader, Receipt, Tx, hex0x};
+use crate::decode::{B256, BlockHeader, Log, Receipt, Tx, hex0x};
 
 /// One receipt per transaction, or the block is refused.
 pub fn check_count(header: &BlockHeader, txs: usize, receipts: usize) -> anyhow::Result<()> {
@@ -59,19 +59,77 @@ pub fn checked(
             receipt.transaction_index.unwrap_or_default()
         );
     }
-    for log in &receipt.logs {
-        let placed = log.block_hash.is_none_or(|h| h == header.hash)
-            && log.transaction_hash.is_none_or(|h| Some(h) == tx.hash)
-            && log.transaction_index.is_none_or(|t| t == i as u64);
-        if !placed {
-            bail!(
-                "block {n} tx {i}: log {} names another block or transaction",
-                log.log_index
-            );
-        }
+    for log in &mut receipt.logs {
+        check_log(header, i, tx.hash, log)?;
+        log.transaction_index = Some(i as u64);
     }
     receipt
         .logs
         .retain(|l| filters.keeps(&l.address, l.topics.first()));
     Ok(receipt)
+}
+
+/// Logs from `eth_getLogs` for a block whose transactions have `hashes`:
+/// each must name one of them, at its index; those the filters keep, in
+/// log-index order.
+pub fn placed_logs(
+    header: &BlockHeader,
+    hashes: &[Option<B256>],
+    mut logs: Vec<Log>,
+    filters: &LogsSettings,
+) -> anyhow::Result<Vec<Log>> {
+    let n = header.number;
+    for log in &logs {
+        let Some(i) = log.transaction_index.and_then(|i| usize::try_from(i).ok()) else {
+            bail!(
+                "block {n}: log {} names no transaction index",
+                log.log_index
+            );
+        };
+        let Some(&hash) = hashes.get(i) else {
+            bail!(
+                "block {n}: log {} names transaction {i}, the block has {}",
+                log.log_index,
+                hashes.len()
+            );
+        };
+        check_log(header, i, hash, log)?;
+    }
+    logs.retain(|l| filters.keeps(&l.address, l.topics.first()));
+    logs.sort_by_key(|l| l.log_index);
+    Ok(logs)
+}
+
+/// Logs of one block, strictly ascending by index (the table's key).
+pub fn check_log_order(header: &BlockHeader, logs: &[Log]) -> anyhow::Result<()> {
+    if let Some(w) = logs.windows(2).find(|w| w[0].log_index >= w[1].log_index) {
+        bail!(
+            "block {}: log index {} follows log index {}",
+            header.number,
+            w[1].log_index,
+            w[0].log_index
+        );
+    }
+    Ok(())
+}
+
+/// `log` belongs to transaction `i` (hash `tx_hash`) of the block.
+fn check_log(
+    header: &BlockHeader,
+    i: usize,
+    tx_hash: Option<B256>,
+    log: &Log,
+) -> anyhow::Result<()> {
+    let placed = log.block_hash.is_none_or(|h| h == header.hash)
+        && log.block_number.is_none_or(|b| b == header.number)
+        && log.transaction_hash.is_none_or(|h| Some(h) == tx_hash)
+        && log.transaction_index.is_none_or(|t| t == i as u64);
+    if !placed {
+        bail!(
+            "block {} tx {i}: log {} names another block or transaction",
+            header.number,
+            log.log_index
+        );
+    }
+    Ok(())
 }

@@ -179,6 +179,7 @@ fn outcome(
                 header,
                 txs,
                 receipts: None,
+                logs: None,
             }))
         }
         (None, None) => Err(Failure::BadBatch(

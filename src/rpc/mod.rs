@@ -22,6 +22,8 @@
 //! [`Source`](crate::source::Source) (see `source`).
 
 mod batch;
+mod log_stream;
+mod logs;
 mod receipts;
 mod retry;
 mod source;
@@ -33,7 +35,7 @@ use std::ops::RangeInclusive;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
 
-use crate::config::RpcSettings;
+use crate::config::{LogsMode, LogsSettings, RpcSettings};
 use crate::decode::{BlockHeader, RawBlock, RawReceipts};
 use crate::metrics::RpcStats;
 use crate::redact::Scrubber;
@@ -73,6 +75,16 @@ pub struct RpcClient {
     /// The node answered that it has no `eth_getBlockReceipts`: receipts
     /// come from `eth_getTransactionReceipt` instead (found out once).
     no_block_receipts: AtomicBool,
+    /// `getLogs` mode: each block's logs from `eth_getLogs` (`log_stream`).
+    get_logs: Option<GetLogs>,
+}
+
+/// What `getLogs` mode keeps between calls.
+struct GetLogs {
+    filters: LogsSettings,
+    /// The adaptive block range of one call.
+    span: logs::Span,
+    cut_logged: AtomicBool,
 }
 
 impl fmt::Debug for RpcClient {
@@ -113,14 +125,25 @@ impl RpcClient {
             stats: Arc::default(),
             receipts: false,
             no_block_receipts: AtomicBool::new(false),
+            get_logs: None,
         })
     }
 
-    /// Also fetch every block's receipts (see `receipts`), so each
-    /// [`RawBlock`] comes with them.
-    pub fn with_receipts(mut self, on: bool) -> Self {
-        self.receipts = on;
+    /// Also fetch what `logs.mode` asks for with every block: its receipts
+    /// (see `receipts`), or its logs from `eth_getLogs` (see `log_stream`).
+    pub fn with_logs(mut self, logs: &LogsSettings) -> Self {
+        self.receipts = logs.mode == LogsMode::Receipts;
+        self.get_logs = (logs.mode == LogsMode::GetLogs).then(|| GetLogs {
+            filters: logs.clone(),
+            span: logs::Span::new(logs.get_logs_range.get()),
+            cut_logged: AtomicBool::new(false),
+        });
         self
+    }
+
+    /// Whether blocks come with their `eth_getLogs` logs.
+    pub(crate) fn fetches_logs(&self) -> bool {
+        self.get_logs.is_some()
     }
 
     /// The `newHeads` endpoint of the settings, if any.

@@ -26,9 +26,13 @@ impl Source for RpcClient {
         self: Arc<Self>,
         range: RangeInclusive<u64>,
     ) -> BoxStream<'static, anyhow::Result<RawBlock>> {
-        self.block_stream(range)
-            .map_err(anyhow::Error::from)
-            .boxed()
+        let blocks = Arc::clone(&self).block_stream(range.clone()).boxed();
+        let blocks = if self.fetches_logs() {
+            self.attach_logs(range, blocks)
+        } else {
+            blocks
+        };
+        blocks.map_err(anyhow::Error::from).boxed()
     }
 
     async fn new_heads(&self) -> anyhow::Result<Option<Heads>> {

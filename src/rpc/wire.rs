@@ -107,6 +107,7 @@ mod tests {
                 header,
                 txs,
                 receipts: None,
+                logs: None,
             }
         };
         let ok = check_block(3, Some(block("0x3"))).unwrap().unwrap();

@@ -91,6 +91,11 @@ impl CopyBuf {
 
     /// `NUMERIC` holding a non-negative integer.
     pub fn numeric(&mut self, v: &U256) -> &mut Self {
+        self.signed_numeric(false, v)
+    }
+
+    /// `NUMERIC` holding `-magnitude` when `negative`, else `magnitude`.
+    pub fn signed_numeric(&mut self, negative: bool, v: &U256) -> &mut Self {
         let digits = base10000_digits(v);
         let mut field = Vec::with_capacity(8 + 2 * digits.len());
         // Trailing zero groups are implied by the weight.
@@ -98,11 +103,21 @@ impl CopyBuf {
         let weight = digits.len() as i16 - 1;
         field.extend_from_slice(&(ndigits as i16).to_be_bytes());
         field.extend_from_slice(&(if ndigits == 0 { 0 } else { weight }).to_be_bytes());
-        field.extend_from_slice(&0u16.to_be_bytes()); // sign: positive
+        // Sign: 0x4000 negative, 0 positive (zero is never negative).
+        let sign: u16 = if negative && ndigits > 0 { 0x4000 } else { 0 };
+        field.extend_from_slice(&sign.to_be_bytes());
         field.extend_from_slice(&0i16.to_be_bytes()); // display scale
         for d in &digits[..ndigits] {
             field.extend_from_slice(&d.to_be_bytes());
         }
+        self.field(&field)
+    }
+
+    /// `JSONB` from JSON text (binary format version 1).
+    pub fn jsonb(&mut self, json: &str) -> &mut Self {
+        let mut field = Vec::with_capacity(1 + json.len());
+        field.push(1);
+        field.extend_from_slice(json.as_bytes());
         self.field(&field)
     }
 

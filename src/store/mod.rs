@@ -12,6 +12,7 @@
 //! RPC.
 
 mod copy;
+mod events;
 mod indexes;
 pub mod query;
 mod sink;
@@ -24,7 +25,7 @@ use crate::decode::B256;
 use crate::recover::RecoveredBlock;
 use crate::sink::{WriteOutcome, Written};
 use copy::CopyBuf;
-pub use tables::{LookupIndex, TABLES, Table};
+pub use tables::{LookupIndex, Rows, TABLES, Table};
 
 /// The schema, embedded from `migrations/` and applied at start.
 pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!();
@@ -44,6 +45,8 @@ pub enum StoreError {
         field: &'static str,
         value: String,
     },
+    #[error("{0}")]
+    Events(String),
     #[error(
         "another sender-indexer is writing to this database\n\nstop it first, or point this one at another database"
     )]
@@ -75,6 +78,8 @@ const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 #[derive(Clone)]
 pub struct Store {
     pool: PgPool,
+    /// [`TABLES`], then the decoded event tables ([`Store::with_events`]).
+    tables: std::sync::Arc<Vec<&'static Table>>,
 }
 
 impl Store {
@@ -85,7 +90,38 @@ impl Store {
             .connect_with(options)
             .await?;
         MIGRATOR.run(&pool).await?;
-        Ok(Store { pool })
+        Ok(Store {
+            pool,
+            tables: std::sync::Arc::new(TABLES.to_vec()),
+        })
+    }
+
+    /// Adds a decoded table per `[[events]]` entry, creating those that do
+    /// not exist yet; a table created for another signature is an error.
+    pub async fn with_events(mut self, events: &[crate::config::EventSettings]) -> Result<Store> {
+        let described = events::describe(events)?;
+        events::create(&self.pool, &described).await?;
+        let mut tables = TABLES.to_vec();
+        tables.extend(described);
+        self.tables = std::sync::Arc::new(tables);
+        Ok(self)
+    }
+
+    /// Every table a write fills, event tables included.
+    pub fn tables(&self) -> &[&'static Table] {
+        &self.tables
+    }
+
+    /// Logs that matched an `[[events]]` entry but did not decode, since
+    /// start.
+    pub fn undecodable_logs(&self) -> u64 {
+        self.tables
+            .iter()
+            .map(|t| match &t.rows {
+                tables::Rows::Event(e) => e.undecodable(),
+                tables::Rows::Fixed(_) => 0,
+            })
+            .sum()
     }
 
     pub fn pool(&self) -> &PgPool {
@@ -182,7 +218,7 @@ impl Store {
             }
         }
         if !replaced.is_empty() {
-            for table in TABLES.iter().filter(|t| t.rolled_back) {
+            for table in self.tables.iter().filter(|t| t.rolled_back) {
                 // Names come from the table descriptions, never from input.
                 sqlx::query(AssertSqlSafe(format!(
                     "DELETE FROM {} WHERE {} = ANY($1)",
@@ -195,10 +231,10 @@ impl Store {
             outcome.blocks_replaced = replaced.len() as u64;
         }
         if !fresh.is_empty() {
-            for table in TABLES {
+            for table in self.tables.iter() {
                 let mut rows = CopyBuf::new(table.columns.len() as i16);
                 for b in &fresh {
-                    (table.encode)(b, &mut rows)?;
+                    table.encode(b, &mut rows)?;
                 }
                 if rows.rows() > 0 {
                     copy_in(&mut tx, &table.copy_statement(), rows.finish()).await?;
@@ -232,7 +268,7 @@ impl Store {
         .fetch_optional(&mut *tx)
         .await?;
         let mut deleted = 0;
-        for table in TABLES.iter().filter(|t| t.rolled_back) {
+        for table in self.tables.iter().filter(|t| t.rolled_back) {
             // Names come from the table descriptions, never from input.
             let r = sqlx::query(AssertSqlSafe(format!(
                 "DELETE FROM {} WHERE {} > $1",

@@ -49,8 +49,12 @@ pub async fn status(pool: &PgPool) -> Result<Status> {
             .fetch_optional(pool)
             .await?;
     s.checkpoint = cp.map(|(n, h)| (n as u64, h));
-    let tables = super::TABLES.iter().map(|t| t.name);
-    for table in tables.chain(["reorgs"]) {
+    let events: Vec<String> = sqlx::query_scalar("SELECT name FROM event_tables ORDER BY name")
+        .fetch_all(pool)
+        .await?;
+    let tables = super::TABLES.iter().map(|t| t.name.to_owned());
+    for table in tables.chain(events).chain(["reorgs".to_owned()]) {
+        // Names are the schema's, or event tables' checked identifiers.
         let n: i64 = sqlx::query_scalar(AssertSqlSafe(format!("SELECT count(*) FROM {table}")))
             .fetch_one(pool)
             .await?;

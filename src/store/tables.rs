@@ -5,9 +5,13 @@
 //! [`TABLES`] (reth's `tables!` list plays the same part), so a new table
 //! is one [`Table`] here, its entry in `TABLES`, and its migration.
 //!
+//! Decoded event tables (`[[events]]`) are described the same way, at
+//! start, from the configuration (see `events`).
+//!
 //! This module builds bytes and names; it runs no statement itself.
 
 use super::copy::CopyBuf;
+use super::events::EventTable;
 use super::{Result, StoreError};
 use crate::decode::U256;
 use crate::recover::RecoveredBlock;
@@ -27,8 +31,16 @@ pub struct Table {
     /// Indexes users query by, which a bulk load drops and builds at its
     /// end (see `indexes`). The primary key is never among them.
     pub lookup_indexes: &'static [LookupIndex],
-    /// Appends one block's rows (none is fine).
-    pub encode: fn(&RecoveredBlock, &mut CopyBuf) -> Result<()>,
+    /// How one block's rows are made.
+    pub rows: Rows,
+}
+
+/// How a table's rows are made from a block.
+pub enum Rows {
+    /// A table of the schema: its encoder.
+    Fixed(fn(&RecoveredBlock, &mut CopyBuf) -> Result<()>),
+    /// A decoded event table (`[[events]]`, see `events`).
+    Event(EventTable),
 }
 
 /// A plain B-tree index on some columns of its table.
@@ -42,6 +54,14 @@ pub struct LookupIndex {
 pub static TABLES: [&Table; 4] = [&BLOCKS, &TRANSACTIONS, &AUTHORIZATIONS, &LOGS];
 
 impl Table {
+    /// Appends one block's rows (none is fine).
+    pub fn encode(&self, block: &RecoveredBlock, out: &mut CopyBuf) -> Result<()> {
+        match &self.rows {
+            Rows::Fixed(encode) => encode(block, out),
+            Rows::Event(event) => event.encode(block, out),
+        }
+    }
+
     /// The binary COPY statement for [`Table::columns`].
     pub fn copy_statement(&self) -> String {
         format!(
@@ -68,7 +88,7 @@ pub static BLOCKS: Table = Table {
     columns: &["number", "hash", "parent_hash", "timestamp", "tx_count"],
     rolled_back: true,
     lookup_indexes: &[],
-    encode: |block, out| {
+    rows: Rows::Fixed(|block, out| {
         let h = &block.header;
         let tx_count = i32::try_from(block.txs.len())
             .map_err(|_| out_of_range(h.number, "tx_count", block.txs.len()))?;
@@ -79,7 +99,7 @@ pub static BLOCKS: Table = Table {
             .timestamp(h.timestamp)
             .i32(tx_count);
         Ok(())
-    },
+    }),
 };
 
 pub static TRANSACTIONS: Table = Table {
@@ -118,7 +138,7 @@ pub static TRANSACTIONS: Table = Table {
             columns: "hash",
         },
     ],
-    encode: |block, t| {
+    rows: Rows::Fixed(|block, t| {
         let number = block_number(block)?;
         for (i, rtx) in block.txs.iter().enumerate() {
             let tx = &rtx.tx;
@@ -176,7 +196,7 @@ pub static TRANSACTIONS: Table = Table {
             t.opt_bytes(tx.input.get(..4));
         }
         Ok(())
-    },
+    }),
 };
 
 pub static LOGS: Table = Table {
@@ -204,26 +224,26 @@ pub static LOGS: Table = Table {
             columns: "topic0",
         },
     ],
-    encode: |block, l| {
+    rows: Rows::Fixed(|block, l| {
         let number = block_number(block)?;
-        let receipts = block.txs.iter().enumerate();
-        for (i, receipt) in receipts.filter_map(|(i, t)| Some((i, t.receipt.as_ref()?))) {
-            for log in &receipt.logs {
-                let index = i32::try_from(log.log_index)
-                    .map_err(|_| out_of_range(block.header.number, "logIndex", log.log_index))?;
-                l.row()
-                    .i64(number)
-                    .i32(index)
-                    .i32(i as i32)
-                    .bytes(&log.address);
-                for k in 0..4 {
-                    l.opt_bytes(log.topics.get(k).map(|t| &t[..]));
-                }
-                l.bytes(&log.data);
+        for log in &block.logs {
+            let index = i32::try_from(log.log_index)
+                .map_err(|_| out_of_range(block.header.number, "logIndex", log.log_index))?;
+            let tx_index = log.transaction_index.unwrap_or_default();
+            let tx_index = i32::try_from(tx_index)
+                .map_err(|_| out_of_range(block.header.number, "transactionIndex", tx_index))?;
+            l.row()
+                .i64(number)
+                .i32(index)
+                .i32(tx_index)
+                .bytes(&log.address);
+            for k in 0..4 {
+                l.opt_bytes(log.topics.get(k).map(|t| &t[..]));
             }
+            l.bytes(&log.data);
         }
         Ok(())
-    },
+    }),
 };
 
 fn opt_numeric(out: &mut CopyBuf, v: Option<&U256>) {
@@ -251,7 +271,7 @@ pub static AUTHORIZATIONS: Table = Table {
         name: "authorizations_authority_idx",
         columns: "authority",
     }],
-    encode: |block, a| {
+    rows: Rows::Fixed(|block, a| {
         let number = block_number(block)?;
         for (i, rtx) in block.txs.iter().enumerate() {
             let auths = rtx.tx.authorization_list.iter();
@@ -274,16 +294,16 @@ pub static AUTHORIZATIONS: Table = Table {
             }
         }
         Ok(())
-    },
+    }),
 };
 
 /// The block number as PostgreSQL's `BIGINT`.
-fn block_number(block: &RecoveredBlock) -> Result<i64> {
+pub(super) fn block_number(block: &RecoveredBlock) -> Result<i64> {
     let n = block.header.number;
     i64::try_from(n).map_err(|_| out_of_range(n, "number", n))
 }
 
-fn out_of_range(number: u64, field: &'static str, value: impl ToString) -> StoreError {
+pub(super) fn out_of_range(number: u64, field: &'static str, value: impl ToString) -> StoreError {
     StoreError::OutOfRange {
         number,
         field,

@@ -125,6 +125,7 @@ impl MemoryChain {
                 hash,
                 parent_hash,
                 timestamp: 1_700_000_000 + number * 12,
+                logs_bloom: None,
             },
             txs: (0..s.txs_per_block)
                 .map(|i| (first + i) % self.txs.len())
@@ -225,6 +226,7 @@ impl MemoryChain {
             header,
             txs,
             receipts: None,
+            logs: None,
         }))
     }
 }
