@@ -355,9 +355,12 @@ fn read_file(path: &Path) -> anyhow::Result<toml::Table> {
     let table: toml::Table =
         toml::from_str(&text).with_context(|| format!("config file {}", path.display()))?;
     for (section, v) in &table {
-        if !v.is_table() {
+        // `[[events]]` is a list of tables; everything else is a section.
+        let events =
+            section == "events" && v.as_array().is_some_and(|a| a.iter().all(|e| e.is_table()));
+        if !v.is_table() && !events {
             bail!(
-                "config file {}: {section} is not a [section]; settings are grouped as [rpc], [database], [index], [follow], [metrics]",
+                "config file {}: {section} is not a [section]; settings are grouped as [rpc], [database], [index], [logs], [follow], [metrics] and [[events]]",
                 path.display()
             );
         }

@@ -186,12 +186,12 @@ pub(super) fn describe(events: &[EventSettings]) -> Result<Vec<&'static Table>> 
             columns: Box::leak(columns.into_boxed_slice()),
             rolled_back: true,
             lookup_indexes: &[],
-            rows: Rows::Event(EventTable {
+            rows: Rows::Event(Box::new(EventTable {
                 spec,
                 addresses: event.addresses.clone(),
                 table: name,
                 undecodable: AtomicU64::new(0),
-            }),
+            })),
         };
         out.push(Box::leak(Box::new(table)));
     }

@@ -40,7 +40,7 @@ pub enum Rows {
     /// A table of the schema: its encoder.
     Fixed(fn(&RecoveredBlock, &mut CopyBuf) -> Result<()>),
     /// A decoded event table (`[[events]]`, see `events`).
-    Event(EventTable),
+    Event(Box<EventTable>),
 }
 
 /// A plain B-tree index on some columns of its table.

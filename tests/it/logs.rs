@@ -197,3 +197,189 @@ async fn a_node_without_get_block_receipts_still_gives_every_receipt() {
     assert!(txs > 1000, "{txs}");
     assert_eq!(with_receipts, txs);
 }
+
+/// Runtime that emits LOG3 with topics calldata[0..96] and data the rest:
+/// a stand-in for any ERC-20's `Transfer`.
+const LOG3: &str = "366000600037604051602051600051606036036060a300";
+/// LOG4 with topics calldata[0..128]: an ERC-721's `Transfer`.
+const LOG4: &str = "366000600037606051604051602051600051608036036080a400";
+
+const TRANSFER: &str = "ddf252ad1be2c89b69c2b068fc378daa952ba7f163c4a11628f55a4df523b3ef";
+
+fn word(hex: &str) -> String {
+    format!("{:0>64}", hex.trim_start_matches("0x").to_lowercase())
+}
+
+fn events_config(value_name: &str, extra: &str) -> tempfile::NamedTempFile {
+    let text = format!(
+        "{extra}\n[[events]]\nsignature = \"Transfer(address indexed from, address indexed to, uint256 {value_name})\"\ntable = \"erc20_transfers\"\n\n[[events]]\nsignature = \"event Transfer(address indexed from, address indexed to, uint256 indexed tokenId)\"\ntable = \"nft_transfers\"\n"
+    );
+    let mut f = tempfile::NamedTempFile::new().unwrap();
+    std::io::Write::write_all(&mut f, text.as_bytes()).unwrap();
+    f
+}
+
+async fn decoded(pool: &PgPool, table: &str, value: &str) -> Vec<(String, String, String)> {
+    sqlx::query_as(sqlx::AssertSqlSafe(format!(
+        "SELECT encode(\"from\", 'hex'), encode(\"to\", 'hex'), \"{value}\"::text FROM {table} ORDER BY block_number, log_index"
+    )))
+    .fetch_all(pool)
+    .await
+    .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn decoded_transfers_and_get_logs_mode_equal_the_node() {
+    let anvil = Anvil::start().await;
+    let token = deploy(&anvil, LOG3).await;
+    let nft = deploy(&anvil, LOG4).await;
+    let emitter = deploy(&anvil, EMITTER).await;
+    let call = |to: &str, data: String| TxKind::Call {
+        to: to.to_owned(),
+        data,
+    };
+    let acct = |i: usize| anvil.account(i).0.trim_start_matches("0x").to_lowercase();
+    let max = "f".repeat(64);
+    let values = [
+        "0".to_owned(),
+        "1".to_owned(),
+        "de0b6b3a7640000".to_owned(),
+        max.clone(),
+    ];
+    let mut want_erc20 = Vec::new();
+    for (i, v) in values.iter().enumerate() {
+        let (from, to) = (acct(1), acct(2 + i));
+        let data = format!("0x{TRANSFER}{}{}{}", word(&from), word(&to), word(v));
+        anvil.send(1, call(&token, data)).await;
+        let dec = u128::from_str_radix(v, 16)
+            .map(|x| x.to_string())
+            .unwrap_or_else(|_| {
+                "115792089237316195423570985008687907853269984665640564039457584007913129639935"
+                    .into()
+            });
+        want_erc20.push((from, to, dec));
+    }
+    // A Transfer with 31 bytes of data: matches by topics, does not decode.
+    let short = format!(
+        "0x{TRANSFER}{}{}{}",
+        word(&acct(1)),
+        word(&acct(2)),
+        "11".repeat(31)
+    );
+    anvil.send(1, call(&token, short)).await;
+    let mut want_nft = Vec::new();
+    for id in ["7", "100000000000000000000000000000000000000000000000000"] {
+        let data = format!(
+            "0x{TRANSFER}{}{}{}",
+            word(&acct(3)),
+            word(&acct(4)),
+            word(id)
+        );
+        anvil.send(3, call(&nft, data)).await;
+        let dec = u128::from_str_radix(id, 16).map_or_else(
+            |_| "1606938044258990275541962092341162602522202993782792835301376".to_owned(),
+            |x| x.to_string(),
+        );
+        want_nft.push((acct(3), acct(4), dec));
+    }
+    anvil.send(2, call(&emitter, data(40, 3))).await;
+    anvil.send(2, TxKind::Eip1559).await;
+    let head = anvil.block_number().await;
+    let (node_logs, _) = node_rows(&anvil, head).await;
+    let args = ["backfill", "--from", "0", "--to", "latest", "--config"];
+
+    for mode in ["receipts", "getLogs"] {
+        let cfg = events_config("value", &format!("[logs]\nmode = \"{mode}\""));
+        let mut args = args.to_vec();
+        args.push(cfg.path().to_str().unwrap());
+        let (pool, url) = pg::fresh_db().await;
+        let out = indexer::run_ok(anvil.url(), &url, &args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            stderr.contains("does not decode as its event"),
+            "{mode}: the short Transfer is reported:\n{stderr}"
+        );
+        let (got_logs, _) = db_rows(&pool).await;
+        // getLogs mode with [[events]] and no filters of its own asks only
+        // for the events' logs.
+        let want: Vec<Vec<String>> = node_logs
+            .iter()
+            .filter(|r| mode == "receipts" || r[4] == TRANSFER)
+            .cloned()
+            .collect();
+        assert_eq!(got_logs, want, "{mode}: logs");
+        assert_eq!(
+            decoded(&pool, "erc20_transfers", "value").await,
+            want_erc20,
+            "{mode}"
+        );
+        assert_eq!(
+            decoded(&pool, "nft_transfers", "tokenId").await,
+            want_nft,
+            "{mode}"
+        );
+        // Each decoded row joins to its recovered sender.
+        let senders: Vec<(String,)> = sqlx::query_as(
+            "SELECT DISTINCT encode(t.sender, 'hex') FROM erc20_transfers e
+             JOIN transactions t USING (block_number, tx_index)",
+        )
+        .fetch_all(&pool)
+        .await
+        .unwrap();
+        assert_eq!(senders, vec![(acct(1),)], "{mode}");
+        // A rerun changes nothing; a changed signature is refused.
+        indexer::run_ok(anvil.url(), &url, &args);
+        assert_eq!(decoded(&pool, "erc20_transfers", "value").await, want_erc20);
+        let renamed = events_config("amount", "");
+        let out = indexer::run(
+            anvil.url(),
+            &url,
+            &[
+                "backfill",
+                "--from",
+                "0",
+                "--to",
+                "latest",
+                "--config",
+                renamed.path().to_str().unwrap(),
+            ],
+        );
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success());
+        assert!(
+            stderr.contains("table erc20_transfers was created for `event Transfer(address indexed from, address indexed to, uint256 value)`"),
+            "{stderr}"
+        );
+    }
+
+    // getLogs with no filter and no events: every log.
+    let (pool, url) = pg::fresh_db().await;
+    indexer::run_ok(
+        anvil.url(),
+        &url,
+        &[
+            "backfill", "--from", "0", "--to", "latest", "--logs", "getLogs",
+        ],
+    );
+    assert_eq!(db_rows(&pool).await.0, node_logs);
+
+    // getLogs with an address filter: only that contract's logs, decoded.
+    let cfg = events_config(
+        "value",
+        &format!("[logs]\nmode = \"getLogs\"\naddresses = [\"{token}\"]"),
+    );
+    let mut a = args.to_vec();
+    a.push(cfg.path().to_str().unwrap());
+    let (pool, url) = pg::fresh_db().await;
+    indexer::run_ok(anvil.url(), &url, &a);
+    let token_hex = token.trim_start_matches("0x").to_lowercase();
+    let want: Vec<Vec<String>> = node_logs
+        .iter()
+        .filter(|r| r[3] == token_hex)
+        .cloned()
+        .collect();
+    assert_eq!(want.len(), 5);
+    assert_eq!(db_rows(&pool).await.0, want);
+    assert_eq!(decoded(&pool, "erc20_transfers", "value").await, want_erc20);
+    assert!(decoded(&pool, "nft_transfers", "tokenId").await.is_empty());
+}

@@ -9,6 +9,7 @@ mod converge;
 mod defer_indexes;
 mod embedded;
 mod follow;
+mod get_logs;
 mod logs;
 mod recover;
 mod rpc;

@@ -2,8 +2,11 @@
 //! and benchmarks.
 //!
 //! It serves `eth_blockNumber`, `eth_chainId` and `eth_getBlockByNumber`
-//! (full, or header-only with transaction hashes) for single and batch
-//! requests, from blocks serialized once at start so that serving costs
+//! (full, or header-only with transaction hashes), receipts
+//! (`eth_getBlockReceipts`, `eth_getTransactionReceipt`) and `eth_getLogs`
+//! (by range or block hash, with address and topic filters, optionally
+//! capped the way real providers cap it, with their real messages), for
+//! single and batch requests, from blocks serialized once at start so that serving costs
 //! almost nothing next to the client under test. Knobs inject faults (HTTP
 //! statuses, dropped connections, stalls, JSON-RPC errors), cap batch sizes,
 //! hold back blocks above a settable head, add latency, and count traffic.
@@ -45,6 +48,66 @@ pub enum Fault {
     RpcError { code: i64, message: String },
 }
 
+/// How `eth_getLogs` is capped, each the way a real provider does it and
+/// answering with its own message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogsLimit {
+    /// Infura: more than `n` results is -32005 "query returned more than
+    /// 10000 results. Try with this block range [0x…, 0x…]."
+    InfuraResults(usize),
+    /// Alchemy: -32602 "Log response size exceeded. … this block range
+    /// should work: [0x…, 0x…]"
+    AlchemyResults(usize),
+    /// reth: "query exceeds max results 20000, retry with the range A-B"
+    RethResults(usize),
+    /// reth: "query exceeds max block range N"
+    RethRange(u64),
+    /// QuickNode: -32614 "eth_getLogs is limited to a 10,000 range"
+    QuickNodeRange(u64),
+    /// A gateway answering HTTP 413 to a wide range.
+    Http413Range(u64),
+    /// Ankr: "block range is too wide"
+    AnkrRange(u64),
+    /// BlockPI: "eth_getLogs is limited to 1024 block range"
+    BlockPiRange(u64),
+    /// "exceed maximum block range: 50000"
+    MaximumRange(u64),
+    /// "Block range is too large"
+    TooLargeRange(u64),
+    /// "response size should not greater than 10000000 bytes", by count.
+    ResponseSize(usize),
+}
+
+impl LogsLimit {
+    /// Every provider's cap, with the given range and result limits.
+    pub fn all(range: u64, results: usize) -> Vec<LogsLimit> {
+        use LogsLimit::*;
+        vec![
+            InfuraResults(results),
+            AlchemyResults(results),
+            RethResults(results),
+            RethRange(range),
+            QuickNodeRange(range),
+            Http413Range(range),
+            AnkrRange(range),
+            BlockPiRange(range),
+            MaximumRange(range),
+            TooLargeRange(range),
+            ResponseSize(results),
+        ]
+    }
+}
+
+/// How `eth_getLogs` over a range gets one block wrong, as a node behind
+/// or on another fork does (answers by block hash stay right).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RangeFault {
+    /// The block's logs are missing, as from a node that has not got it.
+    Omit,
+    /// The block's logs name another block hash.
+    OtherFork,
+}
+
 /// Both serializations of one block, and its receipts, made once at
 /// insert time.
 struct Stored {
@@ -66,6 +129,10 @@ struct State {
     batch_cap: AtomicUsize, // 0 = no cap
     /// Whether `eth_getBlockReceipts` exists (some nodes lack it).
     block_receipts: AtomicBool,
+    logs_limit: Mutex<Option<LogsLimit>>,
+    range_fault: Mutex<Option<(u64, RangeFault)>>,
+    get_logs_calls: AtomicU64,
+    get_logs_refused: AtomicU64,
     latency_us: AtomicU64, // 0 = none
     requests: AtomicU64,
     calls: AtomicU64,
@@ -93,6 +160,10 @@ impl RpcServer {
             blocks: RwLock::new(HashMap::new()),
             by_hash: RwLock::new(HashMap::new()),
             block_receipts: AtomicBool::new(true),
+            logs_limit: Mutex::new(None),
+            range_fault: Mutex::new(None),
+            get_logs_calls: AtomicU64::new(0),
+            get_logs_refused: AtomicU64::new(0),
             head: AtomicU64::new(0),
             chain_id: AtomicU64::new(1),
             faults: Mutex::new(VecDeque::new()),
@@ -172,6 +243,24 @@ impl RpcServer {
     /// it, only `eth_getTransactionReceipt` answers.
     pub fn set_block_receipts(&self, on: bool) {
         self.state.block_receipts.store(on, Relaxed);
+    }
+
+    /// Caps `eth_getLogs` like a provider (`None`: no cap).
+    pub fn set_logs_limit(&self, limit: Option<LogsLimit>) {
+        *self.state.logs_limit.lock().unwrap() = limit;
+    }
+
+    /// `eth_getLogs` over ranges that include block `n` gets it wrong.
+    pub fn set_range_fault(&self, fault: Option<(u64, RangeFault)>) {
+        *self.state.range_fault.lock().unwrap() = fault;
+    }
+
+    /// `eth_getLogs` calls answered with logs, and refused by the cap.
+    pub fn get_logs_calls(&self) -> (u64, u64) {
+        (
+            self.state.get_logs_calls.load(Relaxed),
+            self.state.get_logs_refused.load(Relaxed),
+        )
     }
 
     /// Blocks above `n` are answered with `null`, as a node does for blocks
@@ -368,6 +457,12 @@ async fn answer_request(state: &State, n: u64, body: &[u8]) -> Option<(u16, Vec<
         Ok(v) => v,
         Err(_) => return Some((200, error(&Value::Null, -32700, "parse error").into_bytes())),
     };
+    if let Some(Err(LogsRefusal::Http(code))) = (request.get("method")
+        == Some(&json!("eth_getLogs")))
+    .then(|| get_logs(state, request.get("params")))
+    {
+        return Some((code, br#"{"error":"payload too large"}"#.to_vec()));
+    }
     let mut payload = Vec::new();
     match &request {
         Value::Array(calls) if calls.is_empty() => {
@@ -465,8 +560,191 @@ fn answer_call(state: &State, call: &Value, forced: Option<(i64, &str)>, out: &m
                 None => result(out, b"null"),
             }
         }
+        Some("eth_getLogs") => match get_logs(state, call.get("params")) {
+            Ok(logs) => result(out, Value::Array(logs).to_string().as_bytes()),
+            Err(LogsRefusal::Rpc(code, message)) => {
+                out.extend_from_slice(error(id, code, &message).as_bytes())
+            }
+            Err(LogsRefusal::Http(_)) => {
+                out.extend_from_slice(error(id, -32000, "payload too large").as_bytes())
+            }
+        },
         _ => out.extend_from_slice(error(id, -32601, "method not found").as_bytes()),
     }
+}
+
+enum LogsRefusal {
+    Rpc(i64, String),
+    Http(u16),
+}
+
+/// The logs an `eth_getLogs` filter selects from the served receipts, or
+/// the cap's refusal.
+fn get_logs(state: &State, params: Option<&Value>) -> Result<Vec<Value>, LogsRefusal> {
+    let invalid = |m: &str| LogsRefusal::Rpc(-32602, m.to_owned());
+    let filter = params
+        .and_then(|p| p.get(0))
+        .ok_or_else(|| invalid("missing filter"))?;
+    let head = state.head.load(Relaxed);
+    let (from, to) = match filter.get("blockHash").and_then(Value::as_str) {
+        Some(h) => {
+            let n = state.by_hash.read().unwrap().get(h).copied();
+            match n.filter(|&n| n <= head) {
+                Some(n) => (n, n),
+                None => return Err(LogsRefusal::Rpc(-32000, "unknown block".into())),
+            }
+        }
+        None => {
+            let bound = |k: &str| filter.get(k).and_then(quantity);
+            let (Some(from), Some(to)) = (bound("fromBlock"), bound("toBlock")) else {
+                return Err(invalid("fromBlock and toBlock must be quantities"));
+            };
+            if from > to {
+                return Err(invalid("invalid block range params: fromBlock > toBlock"));
+            }
+            (from, to.min(head))
+        }
+    };
+    let addresses: Vec<String> = match filter.get("address") {
+        Some(Value::String(a)) => vec![a.to_lowercase()],
+        Some(Value::Array(a)) => a
+            .iter()
+            .filter_map(Value::as_str)
+            .map(str::to_lowercase)
+            .collect(),
+        _ => Vec::new(),
+    };
+    let topics0: Vec<String> = match filter.get("topics").and_then(|t| t.get(0)) {
+        Some(Value::String(t)) => vec![t.to_lowercase()],
+        Some(Value::Array(t)) => t
+            .iter()
+            .filter_map(Value::as_str)
+            .map(str::to_lowercase)
+            .collect(),
+        _ => Vec::new(),
+    };
+    let limit = *state.logs_limit.lock().unwrap();
+    let by_hash = filter.get("blockHash").is_some();
+    let range = to.saturating_sub(from) + 1;
+    let refuse = |r: LogsRefusal| {
+        state.get_logs_refused.fetch_add(1, Relaxed);
+        Err(r)
+    };
+    if !by_hash {
+        use LogsLimit::*;
+        let m = |s: String| LogsRefusal::Rpc(-32000, s);
+        let over = |cap: u64| range > cap;
+        match limit {
+            Some(RethRange(c)) if over(c) => {
+                return refuse(m(format!("query exceeds max block range {c}")));
+            }
+            Some(QuickNodeRange(c)) if over(c) => {
+                return refuse(LogsRefusal::Rpc(
+                    -32614,
+                    format!("eth_getLogs is limited to a {} range", thousands(c)),
+                ));
+            }
+            Some(Http413Range(c)) if over(c) => return refuse(LogsRefusal::Http(413)),
+            Some(AnkrRange(c)) if over(c) => {
+                return refuse(LogsRefusal::Rpc(-32600, "block range is too wide".into()));
+            }
+            Some(BlockPiRange(c)) if over(c) => {
+                return refuse(m(format!("eth_getLogs is limited to {c} block range")));
+            }
+            Some(MaximumRange(c)) if over(c) => {
+                return refuse(m(format!("exceed maximum block range: {c}")));
+            }
+            Some(TooLargeRange(c)) if over(c) => {
+                return refuse(m("Block range is too large".into()));
+            }
+            _ => {}
+        }
+    }
+    let blocks = state.blocks.read().unwrap();
+    let mut out = Vec::new();
+    // (block, logs so far): where a result cap would have cut.
+    let mut fits_to = None;
+    for n in from..=to {
+        let Some(b) = blocks.get(&n) else { continue };
+        let receipts: Value = serde_json::from_str(&b.receipts).unwrap_or(Value::Null);
+        for r in receipts.as_array().into_iter().flatten() {
+            for l in r["logs"].as_array().into_iter().flatten() {
+                let addr = l["address"].as_str().unwrap_or_default().to_lowercase();
+                let t0 = l["topics"][0].as_str().map(str::to_lowercase);
+                let keep = (addresses.is_empty() || addresses.contains(&addr))
+                    && (topics0.is_empty() || t0.is_some_and(|t| topics0.contains(&t)));
+                let fault = *state.range_fault.lock().unwrap();
+                match fault {
+                    Some((f, RangeFault::Omit)) if keep && f == n && !by_hash => {}
+                    Some((f, RangeFault::OtherFork)) if keep && f == n && !by_hash => {
+                        let mut l = l.clone();
+                        l["blockHash"] = json!(format!("0x{}", "ee".repeat(32)));
+                        out.push(l);
+                    }
+                    _ if keep => out.push(l.clone()),
+                    _ => {}
+                }
+            }
+        }
+        let cap = match limit {
+            Some(LogsLimit::InfuraResults(c) | LogsLimit::AlchemyResults(c))
+            | Some(LogsLimit::RethResults(c) | LogsLimit::ResponseSize(c)) => c,
+            _ => usize::MAX,
+        };
+        if out.len() <= cap {
+            fits_to = Some(n);
+        }
+    }
+    if !by_hash {
+        use LogsLimit::*;
+        let fit = fits_to.unwrap_or(from).max(from);
+        match limit {
+            Some(InfuraResults(c)) if out.len() > c => {
+                return refuse(LogsRefusal::Rpc(
+                    -32005,
+                    format!(
+                        "query returned more than {c} results. Try with this block range [{from:#x}, {fit:#x}]."
+                    ),
+                ));
+            }
+            Some(AlchemyResults(c)) if out.len() > c => {
+                return refuse(LogsRefusal::Rpc(
+                    -32602,
+                    format!(
+                        "Log response size exceeded. You can make eth_getLogs requests with up to a 2K block range and no limit on the response size, or you can request any block range with a cap of {c} logs in the response. Based on your parameters, this block range should work: [{from:#x}, {fit:#x}]"
+                    ),
+                ));
+            }
+            Some(RethResults(c)) if out.len() > c => {
+                return refuse(LogsRefusal::Rpc(
+                    -32602,
+                    format!("query exceeds max results {c}, retry with the range {from}-{fit}"),
+                ));
+            }
+            Some(ResponseSize(c)) if out.len() > c => {
+                return refuse(LogsRefusal::Rpc(
+                    -32000,
+                    "response size should not greater than 10000000 bytes".into(),
+                ));
+            }
+            _ => {}
+        }
+    }
+    state.get_logs_calls.fetch_add(1, Relaxed);
+    Ok(out)
+}
+
+/// 10000 as "10,000".
+fn thousands(n: u64) -> String {
+    let s = n.to_string();
+    let mut out = String::new();
+    for (i, c) in s.chars().enumerate() {
+        if i > 0 && (s.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
 }
 
 /// One receipt per transaction of `block` that names it: status 1, 21,000

@@ -1,0 +1,329 @@
+//! `getLogs` mode and real receipts against the JSON-RPC test server.
+//!
+//! * Real receipts (tests/fixtures/receipts: mainnet Frontier to Shanghai)
+//!   in receipts mode: every log, status and gas figure stored equals the
+//!   receipts; the same logs come out of `getLogs` mode.
+//! * The server caps `eth_getLogs` as each real provider does, answering
+//!   with its own message (Infura, Alchemy, reth, QuickNode, HTTP 413,
+//!   Ankr, BlockPI, ...): every cap still yields the complete set, with
+//!   and without filters, and the cap was really hit.
+//! * A range answer that misses a block's logs (a node behind) or names
+//!   another fork's block hash is caught and the block refetched by hash.
+
+use std::io::Read;
+
+use serde_json::{Value, json};
+use sqlx::PgPool;
+
+use crate::support::rpc_server::{LogsLimit, RangeFault, RpcServer, plain_receipts};
+use crate::support::{fixtures, indexer, pg};
+
+fn fixture(path: &str) -> Value {
+    let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(path);
+    let mut s = String::new();
+    flate2::read::GzDecoder::new(std::fs::File::open(&p).unwrap())
+        .read_to_string(&mut s)
+        .unwrap();
+    serde_json::from_str(&s).unwrap()
+}
+
+fn hex_u64(v: &Value) -> u64 {
+    u64::from_str_radix(v.as_str().unwrap().trim_start_matches("0x"), 16).unwrap()
+}
+
+/// A log as a row: block, log index, tx index, address, topics 0..3, data
+/// (hex without 0x, empty for NULL).
+fn row(l: &Value) -> Vec<String> {
+    let h = |v: &Value| v.as_str().map_or(String::new(), |s| s[2..].to_lowercase());
+    let mut r = vec![
+        hex_u64(&l["blockNumber"]).to_string(),
+        hex_u64(&l["logIndex"]).to_string(),
+        hex_u64(&l["transactionIndex"]).to_string(),
+        h(&l["address"]),
+    ];
+    for k in 0..4 {
+        r.push(h(&l["topics"][k]));
+    }
+    r.push(h(&l["data"]));
+    r
+}
+
+/// Equal row lists, or a failure that shows the counts and the first
+/// difference rather than thousands of rows.
+pub fn assert_rows(got: &[Vec<String>], want: &[Vec<String>], what: &str) {
+    if let Some(i) = (0..got.len().max(want.len())).find(|&i| got.get(i) != want.get(i)) {
+        panic!(
+            "{what}: {} rows stored, {} expected; first difference at row {i}:\n stored:   {:?}\n expected: {:?}",
+            got.len(),
+            want.len(),
+            got.get(i),
+            want.get(i)
+        );
+    }
+}
+
+async fn db_logs(pool: &PgPool) -> Vec<Vec<String>> {
+    let r: Vec<(Vec<Option<String>>,)> = sqlx::query_as(
+        "SELECT ARRAY[block_number::text, log_index::text, tx_index::text, encode(address, 'hex'),
+                encode(topic0, 'hex'), encode(topic1, 'hex'), encode(topic2, 'hex'), encode(topic3, 'hex'),
+                encode(data, 'hex')] FROM logs ORDER BY block_number, log_index",
+    )
+    .fetch_all(pool)
+    .await
+    .unwrap();
+    r.into_iter()
+        .map(|(v,)| v.into_iter().map(Option::unwrap_or_default).collect())
+        .collect()
+}
+
+/// A config file in a temporary directory.
+fn config(text: &str) -> tempfile::NamedTempFile {
+    let mut f = tempfile::NamedTempFile::new().unwrap();
+    std::io::Write::write_all(&mut f, text.as_bytes()).unwrap();
+    f
+}
+
+const ADDRS: [&str; 3] = [
+    "0x1111111111111111111111111111111111111111",
+    "0x2222222222222222222222222222222222222222",
+    "0x3333333333333333333333333333333333333333",
+];
+
+fn topic(k: u8) -> String {
+    format!("0x{}", format!("{k:02x}").repeat(32))
+}
+
+/// Receipts for `block` whose every third transaction logs one to four
+/// times, from three addresses with three different first topics.
+fn receipts_with_logs(block: &Value) -> Value {
+    let mut receipts = plain_receipts(block);
+    let mut index = 0u64;
+    for (i, r) in receipts.as_array_mut().unwrap().iter_mut().enumerate() {
+        if i % 3 != 0 {
+            continue;
+        }
+        let logs: Vec<Value> = (0..1 + i % 4)
+            .map(|k| {
+                let topics: Vec<String> = (0..=((i + k) % 4) as u8)
+                    .map(|t| {
+                        topic(if t == 0 {
+                            0xa0 + ((i + k) % 3) as u8
+                        } else {
+                            t
+                        })
+                    })
+                    .collect();
+                let l = json!({
+                    "address": ADDRS[(i + 2 * k) % 3],
+                    "topics": topics,
+                    "data": format!("0x{}", "ab".repeat((i + k) % 70)),
+                    "blockNumber": block["number"],
+                    "blockHash": block["hash"],
+                    "transactionHash": r["transactionHash"],
+                    "transactionIndex": r["transactionIndex"],
+                    "logIndex": format!("{index:#x}"),
+                    "removed": false,
+                });
+                index += 1;
+                l
+            })
+            .collect();
+        r["logs"] = Value::Array(logs);
+    }
+    receipts
+}
+
+/// The ten recent mainnet blocks with generated logs, and those logs.
+async fn server_with_logs() -> (RpcServer, Vec<Value>) {
+    let blocks = fixtures::recent_mainnet();
+    let server = RpcServer::start(blocks.clone()).await.unwrap();
+    let mut all = Vec::new();
+    for b in &blocks {
+        let receipts = receipts_with_logs(b);
+        for r in receipts.as_array().unwrap() {
+            all.extend(r["logs"].as_array().unwrap().iter().cloned());
+        }
+        server.insert_receipts(hex_u64(&b["number"]), &receipts);
+    }
+    (server, all)
+}
+
+/// tx index, status, gas used, created contract.
+type ReceiptFields = (i32, Option<i16>, Option<i64>, Option<String>);
+
+const RANGE: [&str; 5] = ["backfill", "--from", "24476000", "--to", "24476009"];
+
+fn with(args: &[&str], more: &[&str]) -> Vec<String> {
+    args.iter().chain(more).map(|s| s.to_string()).collect()
+}
+
+fn run_ok(server: &RpcServer, db: &str, args: &[String]) -> String {
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let out = indexer::run_ok(&server.url(), db, &args);
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_providers_cap_still_yields_the_complete_set() {
+    let (server, all) = server_with_logs().await;
+    let want: Vec<Vec<String>> = all.iter().map(row).collect();
+    let per_block_max = (24_476_000..=24_476_009u64)
+        .map(|n| {
+            all.iter()
+                .filter(|l| hex_u64(&l["blockNumber"]) == n)
+                .count()
+        })
+        .max()
+        .unwrap();
+    assert!(want.len() > 300, "{} logs", want.len());
+    // Every answer fits one block; no range of four does.
+    for limit in LogsLimit::all(3, per_block_max) {
+        server.set_logs_limit(Some(limit));
+        let before = server.get_logs_calls().1;
+        let (pool, db) = pg::fresh_db().await;
+        let wide = config("[logs]\nmode = \"getLogs\"\nget_logs_range = 10000\n");
+        run_ok(
+            &server,
+            &db,
+            &with(&RANGE, &["--config", wide.path().to_str().unwrap()]),
+        );
+        assert_rows(&db_logs(&pool).await, &want, &format!("{limit:?}"));
+        assert!(
+            server.get_logs_calls().1 > before,
+            "{limit:?}: the cap was never hit"
+        );
+        // Transactions and senders are indexed in full; receipt fields are
+        // not fetched in this mode.
+        let (txs, with_status): (i64, i64) =
+            sqlx::query_as("SELECT count(*), count(status) FROM transactions")
+                .fetch_one(&pool)
+                .await
+                .unwrap();
+        assert!(txs > 1000 && with_status == 0, "{txs} {with_status}");
+    }
+
+    // Filters restrict what is asked for and stored.
+    server.set_logs_limit(Some(LogsLimit::InfuraResults(per_block_max)));
+    let filtered = config(&format!(
+        "[logs]\nmode = \"getLogs\"\naddresses = [\"{}\", \"{}\"]\ntopics0 = [\"{}\"]\n",
+        ADDRS[0],
+        ADDRS[2],
+        topic(0xa1)
+    ));
+    let (pool, db) = pg::fresh_db().await;
+    run_ok(
+        &server,
+        &db,
+        &with(&RANGE, &["--config", filtered.path().to_str().unwrap()]),
+    );
+    let want_filtered: Vec<Vec<String>> = all
+        .iter()
+        .filter(|l| l["address"] != ADDRS[1] && l["topics"][0] == topic(0xa1))
+        .map(row)
+        .collect();
+    assert!(!want_filtered.is_empty());
+    assert_rows(&db_logs(&pool).await, &want_filtered, "filtered");
+    // The same filters in receipts mode store the same rows.
+    server.set_logs_limit(None);
+    let receipts_mode = config(&format!(
+        "[logs]\nmode = \"receipts\"\naddresses = [\"{}\", \"{}\"]\ntopics0 = [\"{}\"]\n",
+        ADDRS[0],
+        ADDRS[2],
+        topic(0xa1)
+    ));
+    let (pool, db) = pg::fresh_db().await;
+    run_ok(
+        &server,
+        &db,
+        &with(
+            &RANGE,
+            &["--config", receipts_mode.path().to_str().unwrap()],
+        ),
+    );
+    assert_rows(&db_logs(&pool).await, &want_filtered, "filtered");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_range_answer_from_a_node_behind_or_on_another_fork_is_refetched_by_hash() {
+    let (server, all) = server_with_logs().await;
+    let want: Vec<Vec<String>> = all.iter().map(row).collect();
+    for fault in [RangeFault::Omit, RangeFault::OtherFork] {
+        server.set_range_fault(Some((24_476_004, fault)));
+        let (pool, db) = pg::fresh_db().await;
+        run_ok(&server, &db, &with(&RANGE, &["--logs", "getLogs"]));
+        assert_rows(&db_logs(&pool).await, &want, &format!("{fault:?}"));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn real_receipts_give_every_log_status_and_gas_in_both_modes() {
+    let blocks = fixtures::blocks();
+    let mut checked_logs = 0;
+    for name in [
+        "mainnet-47218",
+        "mainnet-483920",
+        "mainnet-1755635",
+        "mainnet-17000000",
+        "mainnet-18000000",
+    ] {
+        let block = blocks.iter().find(|(n, _)| n == name).unwrap().1.clone();
+        let receipts = fixture(&format!("receipts/{name}.json.gz"));
+        let n = hex_u64(&block["number"]);
+        let server = RpcServer::start(vec![block]).await.unwrap();
+        server.insert_receipts(n, &receipts);
+        let range =
+            ["backfill", "--from", &n.to_string(), "--to", &n.to_string()].map(str::to_owned);
+        let want_logs: Vec<Vec<String>> = receipts
+            .as_array()
+            .unwrap()
+            .iter()
+            .flat_map(|r| r["logs"].as_array().unwrap().iter().map(row))
+            .collect();
+        checked_logs += want_logs.len();
+
+        let (pool, db) = pg::fresh_db().await;
+        run_ok(&server, &db, &range);
+        assert_rows(
+            &db_logs(&pool).await,
+            &want_logs,
+            &format!("{name} receipts mode"),
+        );
+        let got: Vec<ReceiptFields> = sqlx::query_as(
+            "SELECT tx_index, status, gas_used, encode(contract_address, 'hex')
+             FROM transactions ORDER BY tx_index",
+        )
+        .fetch_all(&pool)
+        .await
+        .unwrap();
+        let want: Vec<ReceiptFields> = receipts
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| {
+                (
+                    hex_u64(&r["transactionIndex"]) as i32,
+                    r.get("status")
+                        .filter(|s| !s.is_null())
+                        .map(|s| hex_u64(s) as i16),
+                    Some(hex_u64(&r["gasUsed"]) as i64),
+                    r["contractAddress"].as_str().map(|a| a[2..].to_lowercase()),
+                )
+            })
+            .collect();
+        assert_eq!(got, want, "{name}: status, gas used, created contract");
+
+        server.set_logs_limit(Some(LogsLimit::InfuraResults(1000)));
+        let (pool, db) = pg::fresh_db().await;
+        let mut args = range.to_vec();
+        args.extend(["--logs".into(), "getLogs".into()]);
+        run_ok(&server, &db, &args);
+        assert_rows(
+            &db_logs(&pool).await,
+            &want_logs,
+            &format!("{name} getLogs mode"),
+        );
+    }
+    assert_eq!(checked_logs, 532, "every fixture log");
+}
