@@ -4,7 +4,11 @@
 //! 0, no logs), plain transfers log nothing, creations name their
 //! contract. After `backfill` every log row, status and gas figure equals
 //! the node's `eth_getBlockReceipts`; a rerun changes nothing. Also: a node
-//! without `eth_getBlockReceipts` still yields every receipt.
+//! without `eth_getBlockReceipts` still yields every receipt. Decoded
+//! ERC-20 and ERC-721 `Transfer` tables equal what the test sent, in
+//! receipts and getLogs modes; `follow` through reorgs of depth 1, 3 and 10
+//! whose replacement blocks log differently leaves exactly the canonical
+//! chain's logs and transfers.
 
 use serde_json::{Value, json};
 use sqlx::PgPool;
@@ -382,4 +386,154 @@ async fn decoded_transfers_and_get_logs_mode_equal_the_node() {
     assert_eq!(db_rows(&pool).await.0, want);
     assert_eq!(decoded(&pool, "erc20_transfers", "value").await, want_erc20);
     assert!(decoded(&pool, "nft_transfers", "tokenId").await.is_empty());
+}
+
+/// The node's `Transfer(address,address,uint256)` logs as decoded rows
+/// (values small enough for u128 in this test).
+fn node_transfers(node_logs: &[Vec<String>], token: &str) -> Vec<(String, String, String)> {
+    node_logs
+        .iter()
+        .filter(|r| r[3] == token && r[4] == TRANSFER && r[7].is_empty() && r[8].len() == 64)
+        .map(|r| {
+            let value = u128::from_str_radix(&r[8][32..], 16).unwrap();
+            (
+                r[5][24..].to_owned(),
+                r[6][24..].to_owned(),
+                value.to_string(),
+            )
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn follow_through_reorgs_keeps_only_the_canonical_chains_logs() {
+    let anvil = Anvil::start().await;
+    let token = deploy(&anvil, LOG3).await;
+    let emitter = deploy(&anvil, EMITTER).await;
+    let token_hex = token.trim_start_matches("0x").to_lowercase();
+    let acct = |i: usize| anvil.account(i).0.trim_start_matches("0x").to_lowercase();
+    let transfer = |to: usize, value: u64| {
+        format!(
+            "0x{TRANSFER}{}{}{}",
+            word(&acct(1)),
+            word(&acct(to)),
+            word(&format!("{value:x}"))
+        )
+    };
+    let call = |to: &str, data: String| TxKind::Call {
+        to: to.to_owned(),
+        data,
+    };
+    for i in 0..12u64 {
+        anvil
+            .send(1, call(&token, transfer(2 + i as usize % 5, 1000 + i)))
+            .await;
+        if i % 3 == 0 {
+            anvil
+                .send(2, call(&emitter, data(i as usize * 7, i as u8)))
+                .await;
+        }
+    }
+    let (pool, url) = pg::fresh_db().await;
+    sender_indexer::store::MIGRATOR.run(&pool).await.unwrap();
+    let cfg = events_config("value", "");
+    let mut run = crate::support::indexer::Running::spawn(
+        anvil.url(),
+        &url,
+        &[
+            "follow",
+            "--from",
+            "0",
+            "--poll-interval-ms",
+            "200",
+            "--config",
+            cfg.path().to_str().unwrap(),
+        ],
+    );
+    let converged = |what: String| {
+        let (anvil, pool, token_hex) = (&anvil, &pool, &token_hex);
+        async move {
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+            loop {
+                let head = anvil.block_number().await;
+                let (want, _) = node_rows(anvil, head).await;
+                let created: bool =
+                    sqlx::query_scalar("SELECT to_regclass('erc20_transfers') IS NOT NULL")
+                        .fetch_one(pool)
+                        .await
+                        .unwrap();
+                let (got, transfers) = if created {
+                    let got = db_rows(pool).await.0;
+                    (got, decoded(pool, "erc20_transfers", "value").await)
+                } else {
+                    Default::default()
+                };
+                let want_transfers = node_transfers(&want, token_hex);
+                if got == want && transfers == want_transfers {
+                    assert!(!want_transfers.is_empty());
+                    return;
+                }
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "{what}: logs or transfers differ from the node at head {head}:\n{} logs stored, {} on the node; {} transfers stored, {} on the node",
+                    got.len(),
+                    want.len(),
+                    transfers.len(),
+                    want_transfers.len()
+                );
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            }
+        }
+    };
+    converged("initial".into()).await;
+    for depth in [1u64, 3, 10] {
+        // Replacement blocks log other transfers and other emitter data.
+        let tx = |from: usize, to: &str, data: String| json!({"from": anvil.account(from).0, "to": to, "data": data, "gas": "0x493e0"});
+        anvil
+            .rpc(
+                "anvil_reorg",
+                json!([
+                    depth,
+                    [
+                        [tx(1, &token, transfer(7, 777_000 + depth)), 0],
+                        [tx(2, &emitter, data(50, depth as u8)), depth - 1]
+                    ]
+                ]),
+            )
+            .await;
+        let head = anvil.block_number().await;
+        let replaced = node_transfers(&node_rows(&anvil, head).await.0, &token_hex);
+        assert!(
+            replaced
+                .iter()
+                .any(|t| t.2 == (777_000 + depth).to_string()),
+            "the replacement blocks log a new transfer"
+        );
+        converged(format!("reorg depth {depth}")).await;
+        anvil
+            .send(1, call(&token, transfer(8, 9_000 + depth)))
+            .await;
+        converged(format!("after reorg depth {depth}")).await;
+    }
+    assert!(
+        run.try_status().is_none(),
+        "follow exited:\n{}",
+        run.stderr()
+    );
+    run.terminate().await;
+    // Nothing of the orphaned blocks is left, in any table.
+    let orphans: i64 = sqlx::query_scalar(
+        "SELECT (SELECT count(*) FROM logs l WHERE NOT EXISTS (SELECT 1 FROM blocks b WHERE b.number = l.block_number))
+              + (SELECT count(*) FROM erc20_transfers e WHERE NOT EXISTS
+                   (SELECT 1 FROM logs l WHERE l.block_number = e.block_number AND l.log_index = e.log_index AND l.address = e.address))",
+    )
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert_eq!(orphans, 0);
+    let reorgs: i64 = sqlx::query_scalar("SELECT count(*) FROM reorgs")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert!(reorgs >= 3, "{reorgs} reorgs recorded");
 }
