@@ -95,6 +95,28 @@ pub enum Command {
     },
     /// Show what is indexed: block range, gaps, checkpoint, rows, lag.
     Status,
+    /// Print the stored logs of a contract with the recovered sender of the
+    /// transaction that emitted each.
+    #[command(
+        after_help = "Examples:\n  sender-indexer logs --address 0xa0b86991c6218b36c1d19d4a2e9eb0ce3606eb48\n  sender-indexer logs --address 0xa0b8…eb48 --topic0 0xddf252ad1be2c89b69c2b068fc378daa952ba7f163c4a11628f55a4df523b3ef --from 18000000 --to 18000100"
+    )]
+    Logs {
+        /// The emitting contract (0x-prefixed, 20 bytes).
+        #[arg(long, value_name = "ADDRESS")]
+        address: String,
+        /// Only logs with this first topic (the event's signature hash).
+        #[arg(long, value_name = "HASH")]
+        topic0: Option<String>,
+        /// First block (default: the first stored).
+        #[arg(long, value_name = "N")]
+        from: Option<u64>,
+        /// Last block (default: the last stored).
+        #[arg(long, value_name = "N")]
+        to: Option<u64>,
+        /// Print at most this many logs, oldest first.
+        #[arg(long, value_name = "N", default_value_t = 100)]
+        limit: u64,
+    },
     /// Run a SQL query against the configured database and print a table.
     Sql {
         /// The query, e.g. "SELECT count(*) FROM transactions".

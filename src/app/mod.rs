@@ -71,6 +71,40 @@ async fn dispatch(command: Command, settings: Settings) -> anyhow::Result<ExitCo
             print!("{table}");
             Ok(ExitCode::SUCCESS)
         }
+        Command::Logs {
+            address,
+            topic0,
+            from,
+            to,
+            limit,
+        } => {
+            let filter = crate::store::query::LogFilter {
+                address: crate::decode::parse_fixed("address", &address).with_context(|| {
+                    format!("--address {address}: expected a 0x-prefixed 20-byte address")
+                })?,
+                topic0: topic0
+                    .as_deref()
+                    .map(|t| {
+                        crate::decode::parse_fixed("topic0", t).with_context(|| {
+                            format!("--topic0 {t}: expected a 0x-prefixed 32-byte hash")
+                        })
+                    })
+                    .transpose()?,
+                from,
+                to,
+                limit,
+            };
+            if let (Some(f), Some(t)) = (from, to) {
+                anyhow::ensure!(f <= t, "--from {f} is above --to {t}");
+            }
+            let database = open_database(&settings).await?;
+            let table = crate::store::query::logs(database.store.pool(), &filter).await?;
+            print!("{table}");
+            if table.rows.len() as u64 == limit {
+                println!("(at most --limit {limit} shown; raise it, or narrow --from/--to)");
+            }
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Status => {
             let database = open_database(&settings).await?;
             print!("{}", status::report(&settings, &database.store).await?);

@@ -66,6 +66,53 @@ pub async fn status(pool: &PgPool) -> Result<Status> {
     Ok(s)
 }
 
+/// Which logs the `logs` command prints.
+pub struct LogFilter {
+    pub address: [u8; 20],
+    pub topic0: Option<[u8; 32]>,
+    pub from: Option<u64>,
+    pub to: Option<u64>,
+    pub limit: u64,
+}
+
+/// Stored logs of one contract, oldest first, each with the sender
+/// recovered for its transaction, the transaction's hash and status.
+pub async fn logs(pool: &PgPool, f: &LogFilter) -> Result<Table> {
+    let hex = |c: &str| format!("'0x' || encode({c}, 'hex')");
+    let sql = format!(
+        "SELECT ARRAY[block_number::text, log_index::text, {}, {}, status::text, {}, {}, {}, {}, {}]
+         FROM logs_with_sender
+         WHERE address = $1 AND ($2::bytea IS NULL OR topic0 = $2)
+           AND block_number BETWEEN $3 AND $4
+         ORDER BY block_number, log_index
+         LIMIT $5",
+        hex("tx_hash"),
+        hex("sender"),
+        hex("topic0"),
+        hex("topic1"),
+        hex("topic2"),
+        hex("topic3"),
+        hex("data"),
+    );
+    let clamp = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
+    let rows: Vec<(Vec<Option<String>>,)> = sqlx::query_as(AssertSqlSafe(sql))
+        .bind(&f.address[..])
+        .bind(f.topic0.as_ref().map(|t| t.to_vec()))
+        .bind(f.from.map_or(0, clamp))
+        .bind(f.to.map_or(i64::MAX, clamp))
+        .bind(clamp(f.limit))
+        .fetch_all(pool)
+        .await?;
+    let columns = [
+        "block", "log", "tx", "sender", "status", "topic0", "topic1", "topic2", "topic3", "data",
+    ];
+    Ok(Table {
+        columns: columns.iter().map(|c| c.to_string()).collect(),
+        rows: rows.into_iter().map(|(r,)| r).collect(),
+        affected: None,
+    })
+}
+
 /// A query's result as text: column names and rows (NULL as `None`).
 pub struct Table {
     pub columns: Vec<String>,

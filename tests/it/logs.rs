@@ -331,6 +331,47 @@ async fn decoded_transfers_and_get_logs_mode_equal_the_node() {
         .await
         .unwrap();
         assert_eq!(senders, vec![(acct(1),)], "{mode}");
+        // `logs` prints them with the recovered sender.
+        let topic0 = format!("0x{TRANSFER}");
+        let out = indexer::run_ok(
+            anvil.url(),
+            &url,
+            &["logs", "--address", &token, "--topic0", &topic0],
+        );
+        let printed = String::from_utf8_lossy(&out.stdout);
+        let rows: Vec<&str> = printed.lines().filter(|l| l.contains(&topic0)).collect();
+        assert_eq!(rows.len(), 5, "{printed}");
+        assert!(
+            rows.iter().all(|l| l.contains(&format!("0x{}", acct(1)))),
+            "{printed}"
+        );
+        assert!(printed.contains("(5 rows)"), "{printed}");
+        let out = indexer::run_ok(
+            anvil.url(),
+            &url,
+            &[
+                "logs",
+                "--address",
+                &token,
+                "--from",
+                "5",
+                "--to",
+                "6",
+                "--limit",
+                "1",
+            ],
+        );
+        let printed = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            printed.contains("(1 row)") && printed.contains("--limit 1"),
+            "{printed}"
+        );
+        let bad = indexer::run(anvil.url(), &url, &["logs", "--address", "0x12"]);
+        let stderr = String::from_utf8_lossy(&bad.stderr);
+        assert!(
+            !bad.status.success() && stderr.contains("--address 0x12"),
+            "{stderr}"
+        );
         // A rerun changes nothing; a changed signature is refused.
         indexer::run_ok(anvil.url(), &url, &args);
         assert_eq!(decoded(&pool, "erc20_transfers", "value").await, want_erc20);
