@@ -56,3 +56,44 @@ async fn every_block_table_is_described_and_every_description_matches_the_schema
         }
     }
 }
+
+/// Every query of the README's SQL cookbook runs on the schema (with the
+/// `usdc_transfers` event table it names, created as `[[events]]` does).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_readme_cookbook_runs() {
+    let (_, url) = pg::fresh_db().await;
+    let options: sqlx::postgres::PgConnectOptions = url.parse().unwrap();
+    let store = sender_indexer::store::Store::connect(options, 2)
+        .await
+        .unwrap()
+        .with_events(&[sender_indexer::config::EventSettings {
+            signature: "Transfer(address indexed from, address indexed to, uint256 value)".into(),
+            addresses: vec![],
+            table: Some("usdc_transfers".into()),
+        }])
+        .await
+        .unwrap();
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+    let cookbook = readme
+        .split("## SQL cookbook")
+        .nth(1)
+        .expect("cookbook section");
+    let sql = cookbook
+        .split("```sql")
+        .nth(1)
+        .and_then(|b| b.split("```").next())
+        .expect("a sql block");
+    let queries: Vec<&str> = sql
+        .split(";\n")
+        .map(str::trim)
+        .filter(|q| q.lines().any(|l| !l.trim_start().starts_with("--")))
+        .collect();
+    assert!(queries.len() >= 10, "{} queries", queries.len());
+    for q in queries {
+        sqlx::query(sqlx::AssertSqlSafe(q.trim_end_matches(';').to_owned()))
+            .fetch_all(store.pool())
+            .await
+            .unwrap_or_else(|e| panic!("cookbook query fails: {e}\n{q}"));
+    }
+}
