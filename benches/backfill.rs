@@ -17,6 +17,14 @@
 //! transactions, measured in the same run, and the ratio; and row-count
 //! checks on the database, so a broken run cannot pass for a fast one.
 //!
+//! Receipts are served too (the indexer's default `logs.mode =
+//! "receipts"`): with `BENCH_LOGS_PER_TX=4` (the default) each transaction's
+//! receipt carries 0 to 8 logs, 4 on average as on mainnet, from 50
+//! contracts with 1 to 4 topics and 0 to 128 bytes of data; the logs table
+//! is checked and PostgreSQL's own binary COPY rate into a copy of the logs
+//! table (same keys and indexes) is measured after the run. `BENCH_ARGS=
+//! "--logs off"` measures without receipts.
+//!
 //! Run: `BENCH_TXS=200000 cargo bench --bench backfill` (default 1,000,000
 //! transactions). Knobs: `BENCH_BATCH_SIZE`, `BENCH_CONCURRENCY` (the
 //! child's `--batch-size`/`--concurrency`), `BENCH_ARGS` (more flags for
@@ -68,6 +76,60 @@ fn renumber(template: &Value, n: u64) -> Value {
     b
 }
 
+/// The `eth_getBlockReceipts` answer for bench block `b` (renumbered):
+/// per transaction 0..=8 logs (4 on average), and how many logs in all.
+fn receipts_text(b: &Value, salt: u64, logs_per_tx: usize) -> (String, usize) {
+    use std::fmt::Write as _;
+    let (number, hash) = (b["number"].as_str().unwrap(), b["hash"].as_str().unwrap());
+    let mut out = String::with_capacity(1 << 20);
+    out.push('[');
+    let mut index = 0usize;
+    let mut cumulative = 0u64;
+    for (i, tx) in b["transactions"].as_array().unwrap().iter().enumerate() {
+        let tx_hash = tx["hash"].as_str().unwrap();
+        cumulative += 21_000;
+        let mix = (salt ^ (i as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15)).rotate_left(17);
+        let n_logs = if logs_per_tx == 0 {
+            0
+        } else {
+            (mix % (2 * logs_per_tx as u64 + 1)) as usize
+        };
+        if i > 0 {
+            out.push(',');
+        }
+        let _ = write!(
+            out,
+            r#"{{"blockHash":"{hash}","blockNumber":"{number}","transactionHash":"{tx_hash}","transactionIndex":"0x{i:x}","status":"0x1","gasUsed":"0x5208","cumulativeGasUsed":"0x{cumulative:x}","effectiveGasPrice":"0x3b9aca00","contractAddress":null,"type":"0x2","logsBloom":"0x00","logs":["#
+        );
+        for k in 0..n_logs {
+            let m = mix.wrapping_add(k as u64 * 0x2545_f491_4f6c_dd1d);
+            if k > 0 {
+                out.push(',');
+            }
+            let _ = write!(out, r#"{{"address":"0x{:040x}","topics":["#, m % 50);
+            for t in 0..=(m >> 8) % 4 {
+                if t > 0 {
+                    out.push(',');
+                }
+                let _ = write!(
+                    out,
+                    r#""0x{:064x}""#,
+                    if t == 0 { (m >> 16) % 20 } else { m ^ t }
+                );
+            }
+            let data = "ab".repeat(32 * ((m >> 24) % 5) as usize);
+            let _ = write!(
+                out,
+                r#"],"data":"0x{data}","blockNumber":"{number}","blockHash":"{hash}","transactionHash":"{tx_hash}","transactionIndex":"0x{i:x}","logIndex":"0x{index:x}","removed":false}}"#
+            );
+            index += 1;
+        }
+        out.push_str("]}");
+    }
+    out.push(']');
+    (out, index)
+}
+
 /// CPU seconds of a PostgreSQL cluster: the postmaster (with the children
 /// it has reaped, i.e. finished backends) plus its living children.
 fn postgres_cpu_secs(postmaster: i32) -> f64 {
@@ -115,6 +177,8 @@ async fn run() -> anyhow::Result<()> {
     let concurrency = common::env_usize("BENCH_CONCURRENCY", DEFAULT_CONCURRENCY);
     let rounds = common::env_usize("BENCH_ROUNDS", 5);
     let extra_args = std::env::var("BENCH_ARGS").unwrap_or_default();
+    let logs_per_tx = common::env_usize("BENCH_LOGS_PER_TX", 4);
+    let logs_on = !extra_args.contains("--logs off");
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
 
     // The templates, and what recovery makes of them.
@@ -149,19 +213,27 @@ async fn run() -> anyhow::Result<()> {
     // Serve the chain from memory: serialize every block once, up front.
     let setup = Instant::now();
     let server = RpcServer::start(Vec::new()).await?;
+    let expected_logs = std::sync::atomic::AtomicUsize::new(0);
     std::thread::scope(|scope| {
         for part in 0..cores.max(1) as u64 {
-            let (server, templates) = (&server, &templates);
+            let (server, templates, expected_logs) = (&server, &templates, &expected_logs);
             scope.spawn(move || {
                 let mut n = 1 + part;
                 while n <= blocks {
                     let template = &templates[(n as usize - 1) % templates.len()];
-                    server.insert_block(renumber(template, n));
+                    let b = renumber(template, n);
+                    let receipts = logs_on.then(|| receipts_text(&b, n, logs_per_tx));
+                    server.insert_block(b);
+                    if let Some((text, logs)) = receipts {
+                        server.insert_receipts_text(n, text);
+                        expected_logs.fetch_add(logs, std::sync::atomic::Ordering::Relaxed);
+                    }
                     n += cores.max(1) as u64;
                 }
             });
         }
     });
+    let expected_logs = expected_logs.into_inner();
     server.set_head(blocks);
     let cluster = tokio::task::spawn_blocking(common::start_cluster).await??;
     cluster.create_database_if_missing(DB).await?;
@@ -259,6 +331,51 @@ async fn run() -> anyhow::Result<()> {
     let db_bytes: i64 = sqlx::query_scalar("SELECT pg_database_size(current_database())")
         .fetch_one(&pool)
         .await?;
+    let log_rows: i64 = sqlx::query_scalar("SELECT count(*) FROM logs")
+        .fetch_one(&pool)
+        .await?;
+    // PostgreSQL's binary COPY rate for log rows, into a table with the
+    // logs table's key and indexes: the logs' share of the write path.
+    let copy_rate = if log_rows > 0 {
+        let mut conn = pool.acquire().await?;
+        let mut out = conn
+            .copy_out_raw("COPY (SELECT * FROM logs ORDER BY block_number, log_index) TO STDOUT (FORMAT binary)")
+            .await?;
+        let mut data = Vec::new();
+        while let Some(chunk) = futures::StreamExt::next(&mut out).await {
+            data.extend_from_slice(&chunk?);
+        }
+        drop(out);
+        let mut rates = Vec::new();
+        // As a bulk load writes them (lookup indexes deferred: the key
+        // only), then as `follow` does (the key and both lookup indexes).
+        for (table, ddl) in [
+            (
+                "logs_pk",
+                "CREATE TABLE logs_pk (LIKE logs, PRIMARY KEY (block_number, log_index))",
+            ),
+            (
+                "logs_all",
+                "CREATE TABLE logs_all (LIKE logs INCLUDING ALL)",
+            ),
+        ] {
+            sqlx::query(sqlx::AssertSqlSafe(ddl))
+                .execute(&mut *conn)
+                .await?;
+            let timed = Instant::now();
+            let mut copy = conn
+                .copy_in_raw(&format!("COPY {table} FROM STDIN (FORMAT binary)"))
+                .await?;
+            for chunk in data.chunks(4 << 20) {
+                copy.send(chunk).await?;
+            }
+            copy.finish().await?;
+            rates.push(log_rows as f64 / timed.elapsed().as_secs_f64());
+        }
+        Some(rates)
+    } else {
+        None
+    };
     pool.close().await;
 
     // Report.
@@ -292,7 +409,10 @@ async fn run() -> anyhow::Result<()> {
             ),
             row(
                 "ratio txs/s / raw 2-thread txs/s",
-                format!("{ratio:.2} (goal >= 0.75)"),
+                format!(
+                    "{ratio:.2} (goal >= {})",
+                    if logs_on { "0.65 with receipts and logs" } else { "0.75" }
+                ),
             ),
             row(
                 "peak RSS of the indexer (VmHWM)",
@@ -358,6 +478,24 @@ async fn run() -> anyhow::Result<()> {
                 "count by sender (index lookup)",
                 format!("{by_sender} rows in {:.1} ms", lookup_secs * 1e3),
             ),
+            row(
+                "check: logs rows",
+                format!(
+                    "{log_rows} (expected {expected_logs}; {:.1} per tx)",
+                    log_rows as f64 / total_txs as f64
+                ),
+            ),
+            row("logs stored/s", common::thousands(log_rows as f64 / elapsed)),
+            row(
+                "PostgreSQL binary COPY of those log rows",
+                copy_rate.map_or("-".into(), |r| {
+                    format!(
+                        "{} rows/s key only (a bulk load), {} with the lookup indexes (goal >= 300,000)",
+                        common::thousands(r[0]),
+                        common::thousands(r[1])
+                    )
+                }),
+            ),
             row("database size", format!("{} MB", db_bytes >> 20)),
         ],
     );
@@ -387,7 +525,8 @@ async fn run() -> anyhow::Result<()> {
             && mismatches == expected_null as i64
             && stored_blocks as u64 == blocks
             && block_txs == Some(total_txs as i64)
-            && checkpoint == Some(blocks as i64),
+            && checkpoint == Some(blocks as i64)
+            && log_rows as usize == expected_logs,
         "the database does not hold what was backfilled (see the checks above)"
     );
     Ok(())

@@ -38,6 +38,11 @@ pub trait Source: Send + Sync {
         range: RangeInclusive<u64>,
     ) -> BoxStream<'static, anyhow::Result<RawBlock>>;
 
+    /// Block `n` fetched again, alone, with what [`blocks`](Source::blocks)
+    /// attaches (receipts, logs): for a block whose receipts or logs did
+    /// not match it. `None` when the source has no such block now.
+    async fn block(&self, n: u64) -> anyhow::Result<Option<RawBlock>>;
+
     /// A stream of new heads when the source can push them (`None`: poll
     /// [`head`](Source::head)). The stream ends when the push channel
     /// drops; the caller falls back to polling then.

@@ -42,6 +42,12 @@ const CHUNK_TXS: usize = 64;
 /// permits bound the jobs; this bounds the headers and receivers.
 const PENDING_BLOCKS: usize = 256;
 
+/// Transactions queued or recovered but not yet collected: the bound on
+/// finished results (with their receipts and logs) waiting for a writer
+/// that is slower than recovery, whatever the size of the blocks. About
+/// 0.4 s of recovery on two cores; a block larger than this takes them all.
+const PENDING_TXS: usize = 16_384;
+
 /// How a range run ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Step {
@@ -64,11 +70,14 @@ type ChunkResult = (
 struct Pending {
     header: BlockHeader,
     tx_count: usize,
-    /// Receipts came with the block, one per transaction.
-    with_receipts: bool,
+    /// How many receipts came with the block, if they were fetched.
+    receipt_count: Option<usize>,
     /// Logs from `eth_getLogs` came with the block.
     logs: Option<Vec<Log>>,
     chunks: Vec<oneshot::Receiver<ChunkResult>>,
+    /// Its share of [`PENDING_TXS`], given back once collected (none for
+    /// a block fetched again).
+    _permit: Option<tokio::sync::OwnedSemaphorePermit>,
 }
 
 pub async fn index_range(ctx: &Ctx, from: u64, to: u64) -> anyhow::Result<Step> {
@@ -94,6 +103,7 @@ async fn submit(
     let mut shutdown = ctx.shutdown.clone();
     let mut blocks = Arc::clone(&ctx.source).blocks(from..=to);
     let mut expected = from;
+    let budget = Arc::new(tokio::sync::Semaphore::new(PENDING_TXS));
     loop {
         let item = tokio::select! {
             biased;
@@ -113,45 +123,62 @@ async fn submit(
             );
         }
         expected += 1;
-        let RawBlock {
-            text,
-            header,
-            txs,
-            receipts,
-            logs,
-        } = block;
-        let tx_count = txs.len();
-        let with_receipts = receipts.is_some();
-        if let Some(r) = &receipts {
-            receipts::check_count(&header, tx_count, r.ranges.len())?;
-        }
-        let mut chunks = Vec::with_capacity(tx_count.div_ceil(CHUNK_TXS));
-        for (c, chunk) in txs.chunks(CHUNK_TXS).enumerate() {
-            let (text, chunk) = (Arc::clone(&text), chunk.to_vec());
-            let receipts = receipts.as_ref().map(|r| {
-                let end = ((c + 1) * CHUNK_TXS).min(r.ranges.len());
-                (Arc::clone(&r.text), r.ranges[c * CHUNK_TXS..end].to_vec())
-            });
-            let job = move || {
-                let decoded = match &receipts {
-                    Some((text, ranges)) => receipts_from_slices(text, ranges),
-                    None => Vec::new(),
-                };
-                (recover_slices(&text, &chunk), decoded)
-            };
-            chunks.push(ctx.pool.spawn(job).await);
-        }
-        let pending = Pending {
-            header,
-            tx_count,
-            with_receipts,
-            logs,
-            chunks,
+        let wanted = block.txs.len().clamp(1, PENDING_TXS) as u32;
+        let permit = tokio::select! {
+            biased;
+            _ = shutdown.wait() => return Ok(Step::Shutdown),
+            p = Arc::clone(&budget).acquire_many_owned(wanted) => p.expect("never closed"),
         };
+        let pending = queue(ctx, block, Some(permit)).await?;
         if pending_tx.send(pending).await.is_err() {
             return Ok(Step::Done); // a later stage stopped; it reports why
         }
     }
+}
+
+/// Queues `block`'s transactions (and receipts) on the pool, in chunks.
+async fn queue(
+    ctx: &Ctx,
+    block: RawBlock,
+    permit: Option<tokio::sync::OwnedSemaphorePermit>,
+) -> anyhow::Result<Pending> {
+    let RawBlock {
+        text,
+        header,
+        txs,
+        receipts,
+        logs,
+    } = block;
+    let tx_count = txs.len();
+    // A count that does not match is reported (and the block fetched
+    // again) when it is collected; its receipts are not decoded.
+    let receipt_count = receipts.as_ref().map(|r| r.ranges.len());
+    let receipts = receipts.filter(|r| r.ranges.len() == tx_count);
+    let mut chunks = Vec::with_capacity(tx_count.div_ceil(CHUNK_TXS));
+    for (c, chunk) in txs.chunks(CHUNK_TXS).enumerate() {
+        let (text, chunk) = (Arc::clone(&text), chunk.to_vec());
+        let receipts = receipts.as_ref().map(|r| {
+            let end = ((c + 1) * CHUNK_TXS).min(r.ranges.len());
+            (Arc::clone(&r.text), r.ranges[c * CHUNK_TXS..end].to_vec())
+        });
+        let job = move || {
+            let decoded = match &receipts {
+                Some((text, ranges)) => receipts_from_slices(text, ranges),
+                None => Vec::new(),
+            };
+            (recover_slices(&text, &chunk), decoded)
+        };
+        chunks.push(ctx.pool.spawn(job).await);
+    }
+    let pending = Pending {
+        header,
+        tx_count,
+        receipt_count,
+        logs,
+        chunks,
+        _permit: permit,
+    };
+    Ok(pending)
 }
 
 /// Stage 2: awaits each block's chunks in order, verifies, and batches.
@@ -164,7 +191,12 @@ async fn collect(
     let mut batch: Vec<RecoveredBlock> = Vec::new();
     let mut batch_txs = 0;
     while let Some(p) = pending_rx.recv().await {
-        let block = assemble(ctx, p).await?;
+        let n = p.header.number;
+        let block = match assemble(ctx, p).await {
+            Ok(b) => b,
+            Err(e) if e.is::<receipts::Mismatch>() => refetched(ctx, n, e).await?,
+            Err(e) => return Err(e),
+        };
         batch_txs += block.txs.len();
         batch.push(block);
         let full = batch_txs >= limits.write_batch_txs.get()
@@ -190,8 +222,42 @@ async fn collect(
     Ok(())
 }
 
+/// How often a block whose receipts or logs do not match it is fetched
+/// again before the run stops.
+const REFETCHES: u32 = 3;
+
+/// Block `n` fetched again and assembled, after `first` (a
+/// [`receipts::Mismatch`]) — up to [`REFETCHES`] times.
+async fn refetched(ctx: &Ctx, n: u64, first: anyhow::Error) -> anyhow::Result<RecoveredBlock> {
+    let mut last = first;
+    for attempt in 1..=REFETCHES {
+        ctx.metrics.refetches.inc();
+        tracing::warn!(target: "indexer::verify", block = n, attempt, error = %last, "receipts or logs do not match their block; fetching it again");
+        let Some(raw) = ctx.source.block(n).await? else {
+            bail!("block {n}: the node no longer has it (while fetching it again after: {last})");
+        };
+        if raw.header.number != n {
+            bail!(
+                "block {n}: the node returned block {} instead",
+                raw.header.number
+            );
+        }
+        match assemble(ctx, queue(ctx, raw, None).await?).await {
+            Ok(b) => return Ok(b),
+            Err(e) if e.is::<receipts::Mismatch>() => last = e,
+            Err(e) => return Err(e),
+        }
+    }
+    Err(last.context(format!(
+        "block {n}: still wrong after fetching it {REFETCHES} more times"
+    )))
+}
+
 async fn assemble(ctx: &Ctx, p: Pending) -> anyhow::Result<RecoveredBlock> {
     let n = p.header.number;
+    if let Some(k) = p.receipt_count {
+        receipts::check_count(&p.header, p.tx_count, k)?;
+    }
     let mut txs = Vec::with_capacity(p.tx_count);
     let mut logs = Vec::new();
     for rx in p.chunks {
@@ -204,7 +270,7 @@ async fn assemble(ctx: &Ctx, p: Pending) -> anyhow::Result<RecoveredBlock> {
             let mut rtx = r.with_context(|| {
                 format!("block {n} tx {i}: malformed transaction from the node")
             })?;
-            if p.with_receipts {
+            if p.receipt_count.is_some() {
                 let receipt = receipts
                     .next()
                     .ok_or_else(|| anyhow!("block {n} tx {i}: no receipt"))?

@@ -6,7 +6,19 @@
 //! transaction. Logs outside the configured filters (`logs.addresses`,
 //! `logs.topics0`) are dropped here. Pure: no I/O.
 
-use anyhow::bail;
+/// A receipt or log that does not belong to the block it came with: the
+/// block is fetched again (a node behind or on another fork answered),
+/// and only refused if that keeps happening.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct Mismatch(pub String);
+
+/// Returns a [`Mismatch`] error.
+macro_rules! bail {
+    ($($t:tt)*) => {
+        return Err(anyhow::Error::new(Mismatch(format!($($t)*))))
+    };
+}
 
 use crate::config::LogsSettings;
 use crate::decode::{B256, BlockHeader, Log, Receipt, Tx, hex0x};

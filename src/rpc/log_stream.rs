@@ -108,7 +108,7 @@ impl RpcClient {
     /// The logs of exactly the block `header` names, by its hash. The node
     /// not knowing the block (lagging, or load-balanced onto one that has
     /// not got it) is retried within the budget.
-    async fn logs_by_hash(&self, header: &BlockHeader) -> Result<Vec<Log>, RpcError> {
+    pub(super) async fn logs_by_hash(&self, header: &BlockHeader) -> Result<Vec<Log>, RpcError> {
         let mut attempts = 0;
         loop {
             self.stats.log_refetches.fetch_add(1, Relaxed);

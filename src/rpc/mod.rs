@@ -52,6 +52,10 @@ use wire::{block_params, check_block, chunks, malformed, parse_header, quantity}
 /// Log target of this module.
 const TARGET: &str = "indexer::rpc";
 
+/// Calls per `eth_getTransactionReceipt` batch at first: a block's worth
+/// on most chains, halved for providers that cap batches.
+const TX_RECEIPT_BATCH: usize = 200;
+
 /// User-Agent of every HTTP request.
 const USER_AGENT: &str = concat!("sender-indexer/", env!("CARGO_PKG_VERSION"));
 
@@ -77,6 +81,8 @@ pub struct RpcClient {
     no_block_receipts: AtomicBool,
     /// `getLogs` mode: each block's logs from `eth_getLogs` (`log_stream`).
     get_logs: Option<GetLogs>,
+    /// Calls per `eth_getTransactionReceipt` batch; only ever shrinks.
+    tx_receipt_batch: AtomicUsize,
 }
 
 /// What `getLogs` mode keeps between calls.
@@ -126,6 +132,7 @@ impl RpcClient {
             receipts: false,
             no_block_receipts: AtomicBool::new(false),
             get_logs: None,
+            tx_receipt_batch: AtomicUsize::new(TX_RECEIPT_BATCH),
         })
     }
 
@@ -226,6 +233,33 @@ impl RpcClient {
                 *failed = item.is_err();
                 ready(Some(item))
             })
+    }
+
+    /// Block `n` alone, with its receipts or (`getLogs` mode) its logs by
+    /// block hash; `None` when the node has not got it. Does not wait.
+    pub async fn block_again(&self, n: u64) -> Result<Option<RawBlock>, RpcError> {
+        let mut attempts = 0;
+        let mut block = loop {
+            let f = match self.fetch_chunk(n, 1).await {
+                Ok(mut r) => match r.pop().map(|o| o.and_then(|v| check_block(n, v))) {
+                    Some(Ok(None)) => return Ok(None),
+                    Some(Ok(Some(b))) => break b,
+                    Some(Err(f)) => f,
+                    None => Failure::BadBatch("invalid response: no answer".into()),
+                },
+                Err(f) => f,
+            };
+            self.retry_or_fail(Subject::Block(n), f, false, &mut attempts)
+                .await?;
+        };
+        if self.receipts {
+            self.attach_receipts(std::slice::from_mut(&mut block))
+                .await?;
+        }
+        if self.get_logs.is_some() {
+            block.logs = Some(self.logs_by_hash(&block.header).await?);
+        }
+        Ok(Some(block))
     }
 
     /// Block numbers of new heads, from `eth_subscribe newHeads` on
@@ -367,26 +401,31 @@ impl RpcClient {
     }
 
     /// Fetches the receipts of `blocks` by their hashes and attaches them,
-    /// retrying per policy.
+    /// in batches no larger than the provider takes.
     async fn attach_receipts(&self, blocks: &mut [RawBlock]) -> Result<(), RpcError> {
-        let (Some(first), Some(last)) = (blocks.first(), blocks.last()) else {
-            return Ok(());
-        };
-        let subject = Subject::range(first.header.number, last.header.number);
+        let mut done = 0;
         let mut attempts = 0;
-        loop {
+        while done < blocks.len() {
             let by_tx = self.no_block_receipts.load(Relaxed);
-            let fetched = if by_tx {
-                self.tx_receipts(blocks).await
+            let size = if by_tx {
+                1
             } else {
-                self.block_receipts(blocks).await
+                self.effective_batch_size().min(blocks.len() - done)
+            };
+            let part = &mut blocks[done..done + size];
+            let subject = Subject::range(part[0].header.number, part[part.len() - 1].header.number);
+            let fetched = if by_tx {
+                self.tx_receipts(&part[0]).await.map(|r| vec![r])
+            } else {
+                self.block_receipts(part).await
             };
             match fetched {
                 Ok(all) => {
-                    for (b, r) in blocks.iter_mut().zip(all) {
+                    for (b, r) in part.iter_mut().zip(all) {
                         b.receipts = Some(r);
                     }
-                    return Ok(());
+                    done += size;
+                    attempts = 0;
                 }
                 Err(f) if !by_tx && receipts::method_missing(&f) => {
                     if !self.no_block_receipts.swap(true, Relaxed) {
@@ -394,9 +433,13 @@ impl RpcClient {
                         info!(target: TARGET, endpoint = self.endpoint(), error, "node has no eth_getBlockReceipts; fetching receipts with eth_getTransactionReceipt");
                     }
                 }
+                Err(f) if size > 1 && classify(&f, true) == Class::BatchTooLarge => {
+                    self.shrink(size, &f);
+                }
                 Err(f) => self.retry_or_fail(subject, f, false, &mut attempts).await?,
             }
         }
+        Ok(())
     }
 
     /// `eth_getBlockReceipts` for every block, in one batch.
@@ -409,29 +452,38 @@ impl RpcClient {
         receipts::parse_block_receipts(answer, blocks.len())
     }
 
-    /// `eth_getTransactionReceipt` for every transaction, one batch per
-    /// block (so each block's receipts share one body).
-    async fn tx_receipts(&self, blocks: &[RawBlock]) -> Result<Vec<RawReceipts>, Failure> {
-        let mut out = Vec::with_capacity(blocks.len());
-        for b in blocks {
-            let hashes = (0..b.txs.len())
-                .map(|i| receipts::tx_hash(b.tx_json(i).unwrap_or_default()))
-                .collect::<Result<Vec<_>, _>>()?;
-            if hashes.is_empty() {
-                out.push(RawReceipts {
-                    text: Arc::default(),
-                    ranges: Vec::new(),
-                });
-                continue;
-            }
-            let body = receipts::request_body("eth_getTransactionReceipt", &hashes);
+    /// `eth_getTransactionReceipt` for every transaction of `b`, in batches
+    /// of at most `tx_receipt_batch` calls (halved when the provider caps
+    /// batches), read into one list.
+    async fn tx_receipts(&self, b: &RawBlock) -> Result<RawReceipts, Failure> {
+        let hashes = (0..b.txs.len())
+            .map(|i| receipts::tx_hash(b.tx_json(i).unwrap_or_default()))
+            .collect::<Result<Vec<_>, _>>()?;
+        let mut parts = Vec::new();
+        let mut done = 0;
+        while done < hashes.len() {
+            let size = self.tx_receipt_batch.load(Relaxed).min(hashes.len() - done);
+            let body =
+                receipts::request_body("eth_getTransactionReceipt", &hashes[done..done + size]);
             let answer = self
                 .round_trip(batch::post(&self.client, &self.url, body))
-                .await?;
-            let (text, ranges) = receipts::parse_tx_receipts(answer, hashes.len())?;
-            out.push(RawReceipts { text, ranges });
+                .await;
+            match answer.and_then(|a| receipts::parse_tx_receipts(a, size)) {
+                Ok(part) => {
+                    parts.push(part);
+                    done += size;
+                }
+                Err(f) if size > 1 && classify(&f, true) == Class::BatchTooLarge => {
+                    let to = halved(size);
+                    if self.tx_receipt_batch.fetch_min(to, Relaxed) > to {
+                        let error = self.scrub.scrub(&f.to_string());
+                        warn!(target: TARGET, endpoint = self.endpoint(), from = size, to, error, "provider caps batch size; shrinking receipt batches");
+                    }
+                }
+                Err(f) => return Err(f),
+            }
         }
-        Ok(out)
+        Ok(receipts::joined(parts))
     }
 
     /// One round trip for `size` blocks from `first` (see

@@ -147,6 +147,26 @@ pub(crate) fn parse_tx_receipts(
     Ok((body, ranges))
 }
 
+/// One list of receipts from the answers of several batches (the texts
+/// joined, each range moved with its text).
+pub(crate) fn joined(parts: Vec<(Arc<String>, Vec<Range<usize>>)>) -> RawReceipts {
+    if parts.len() == 1 {
+        let (text, ranges) = parts.into_iter().next().expect("one part");
+        return RawReceipts { text, ranges };
+    }
+    let mut text = String::with_capacity(parts.iter().map(|(t, _)| t.len()).sum());
+    let mut ranges = Vec::new();
+    for (t, rs) in &parts {
+        let base = text.len();
+        text.push_str(t);
+        ranges.extend(rs.iter().map(|r| r.start + base..r.end + base));
+    }
+    RawReceipts {
+        text: Arc::new(text),
+        ranges,
+    }
+}
+
 /// Whether `f` says the node lacks `eth_getBlockReceipts`.
 pub(crate) fn method_missing(f: &Failure) -> bool {
     match f {

@@ -35,6 +35,10 @@ impl Source for RpcClient {
         blocks.map_err(anyhow::Error::from).boxed()
     }
 
+    async fn block(&self, n: u64) -> anyhow::Result<Option<RawBlock>> {
+        Ok(RpcClient::block_again(self, n).await?)
+    }
+
     async fn new_heads(&self) -> anyhow::Result<Option<Heads>> {
         let Some(ws) = self.ws_url() else {
             return Ok(None);

@@ -258,6 +258,41 @@ async fn a_range_answer_from_a_node_behind_or_on_another_fork_is_refetched_by_ha
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn receipts_of_another_block_are_fetched_again_then_refused() {
+    let (server, all) = server_with_logs().await;
+    let want: Vec<Vec<String>> = all.iter().map(row).collect();
+    // Twice wrong, then right: fetched again, every log stored.
+    server.set_bad_receipts(24_476_005, 2);
+    let (pool, db) = pg::fresh_db().await;
+    let stderr = run_ok(&server, &db, &with(&RANGE, &[]));
+    assert!(
+        stderr.contains("fetching it again") && stderr.contains("24476005"),
+        "{stderr}"
+    );
+    assert_rows(&db_logs(&pool).await, &want, "after refetching");
+    // Wrong every time: the run stops, naming the block and both hashes,
+    // with the blocks below it committed and nothing of it.
+    server.set_bad_receipts(24_476_005, 100);
+    let (pool, db) = pg::fresh_db().await;
+    let args = with(&RANGE, &["--batch-size", "1"]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let out = indexer::run(&server.url(), &db, &args);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("block 24476005")
+            && stderr.contains("still wrong after fetching it 3 more times")
+            && stderr.contains(&"ee".repeat(32)),
+        "{stderr}"
+    );
+    let stored: Option<i64> = sqlx::query_scalar("SELECT max(number) FROM blocks")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert!(stored.is_none_or(|n| n < 24_476_005), "{stored:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn real_receipts_give_every_log_status_and_gas_in_both_modes() {
     let blocks = fixtures::blocks();
     let mut checked_logs = 0;
@@ -326,4 +361,22 @@ async fn real_receipts_give_every_log_status_and_gas_in_both_modes() {
         );
     }
     assert_eq!(checked_logs, 532, "every fixture log");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn receipt_batches_shrink_to_a_providers_batch_cap() {
+    let (server, all) = server_with_logs().await;
+    let want: Vec<Vec<String>> = all.iter().map(row).collect();
+    server.set_batch_cap(Some(3));
+    for by_block in [true, false] {
+        server.set_block_receipts(by_block);
+        let (pool, db) = pg::fresh_db().await;
+        run_ok(&server, &db, &with(&RANGE, &["--batch-size", "10"]));
+        assert_rows(
+            &db_logs(&pool).await,
+            &want,
+            &format!("eth_getBlockReceipts {by_block}"),
+        );
+    }
+    assert!(server.rejected_batches() > 0, "the cap was hit");
 }

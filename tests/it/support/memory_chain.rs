@@ -270,6 +270,10 @@ impl Source for MemoryChain {
         .boxed()
     }
 
+    async fn block(&self, n: u64) -> anyhow::Result<Option<RawBlock>> {
+        self.raw_block(n)
+    }
+
     async fn new_heads(&self) -> anyhow::Result<Option<Heads>> {
         Ok(None)
     }

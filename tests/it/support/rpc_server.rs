@@ -131,6 +131,8 @@ struct State {
     block_receipts: AtomicBool,
     logs_limit: Mutex<Option<LogsLimit>>,
     range_fault: Mutex<Option<(u64, RangeFault)>>,
+    /// (block, answers left): receipts of that block naming another block.
+    bad_receipts: Mutex<Option<(u64, usize)>>,
     get_logs_calls: AtomicU64,
     get_logs_refused: AtomicU64,
     latency_us: AtomicU64, // 0 = none
@@ -162,6 +164,7 @@ impl RpcServer {
             block_receipts: AtomicBool::new(true),
             logs_limit: Mutex::new(None),
             range_fault: Mutex::new(None),
+            bad_receipts: Mutex::new(None),
             get_logs_calls: AtomicU64::new(0),
             get_logs_refused: AtomicU64::new(0),
             head: AtomicU64::new(0),
@@ -239,6 +242,14 @@ impl RpcServer {
         stored.receipts = receipts.to_string();
     }
 
+    /// Like [`insert_receipts`](Self::insert_receipts), from JSON text
+    /// (benchmarks build millions of logs; a `Value` tree would dominate).
+    pub fn insert_receipts_text(&self, n: u64, receipts: String) {
+        let mut blocks = self.state.blocks.write().unwrap();
+        let stored = blocks.get_mut(&n).expect("insert the block first");
+        stored.receipts = receipts;
+    }
+
     /// Whether the server knows `eth_getBlockReceipts` (default yes); without
     /// it, only `eth_getTransactionReceipt` answers.
     pub fn set_block_receipts(&self, on: bool) {
@@ -248,6 +259,12 @@ impl RpcServer {
     /// Caps `eth_getLogs` like a provider (`None`: no cap).
     pub fn set_logs_limit(&self, limit: Option<LogsLimit>) {
         *self.state.logs_limit.lock().unwrap() = limit;
+    }
+
+    /// The next `times` answers of `eth_getBlockReceipts` for block `n`
+    /// name another block hash, as from a node on another fork.
+    pub fn set_bad_receipts(&self, n: u64, times: usize) {
+        *self.state.bad_receipts.lock().unwrap() = Some((n, times));
     }
 
     /// `eth_getLogs` over ranges that include block `n` gets it wrong.
@@ -535,7 +552,20 @@ fn answer_call(state: &State, call: &Value, forced: Option<(i64, &str)>, out: &m
             let hash = params.and_then(|p| p.first()).and_then(Value::as_str);
             let n = hash.and_then(|h| state.by_hash.read().unwrap().get(h).copied());
             let blocks = state.blocks.read().unwrap();
+            let mut bad = state.bad_receipts.lock().unwrap();
+            let wrong = match (*bad, n) {
+                (Some((b, left)), Some(n)) if b == n && left > 0 => {
+                    *bad = Some((b, left - 1));
+                    true
+                }
+                _ => false,
+            };
             match n.filter(|&n| n <= head).and_then(|n| blocks.get(&n)) {
+                Some(b) if wrong => {
+                    let hash = hash.unwrap_or_default();
+                    let other = format!("0x{}", "ee".repeat(32));
+                    result(out, b.receipts.replace(hash, &other).as_bytes())
+                }
                 Some(b) => result(out, b.receipts.as_bytes()),
                 None => result(out, b"null"),
             }
