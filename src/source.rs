@@ -29,7 +29,8 @@ pub trait Source: Send + Sync {
     /// (yet). Does not wait.
     async fn header(&self, n: u64) -> anyhow::Result<Option<BlockHeader>>;
 
-    /// Blocks `range` with their transactions, strictly in order, each one
+    /// Blocks `range` with their transactions (and, as configured, their
+    /// receipts or their logs), strictly in order, each one
     /// the block of that number; a block not produced yet is waited for,
     /// never skipped. Bounded read-ahead: nothing is fetched beyond what
     /// the consumer pulls plus a small window. Ends after the first error.

@@ -11,7 +11,8 @@
 //!
 //! * `range`: one range, fetch → recover → write as three stages.
 //! * `follow`: the converge loops (`backfill`, `follow`, `sync`) and reorgs.
-//! * `receipts`: receipts checked against their block and transaction.
+//! * `receipts`: receipts and logs checked against their block and
+//!   transaction; one that does not match has its block fetched again.
 //! * `defer_indexes`: when a load is large enough to build the lookup
 //!   indexes after it rather than during it.
 

@@ -8,6 +8,11 @@
 //!                     └────────▶ recover::Pool ──────┘
 //! ```
 //!
+//! A block whose receipts or logs do not match it (another fork's, a node
+//! behind) is fetched again, alone, up to three times
+//! ([`Source::block`](crate::source::Source::block)), before the run stops
+//! with an error that names it; the blocks before it are committed.
+//!
 //! Order is kept by construction: each block's chunks are queued in block
 //! order and awaited in that order, whichever worker finishes first. This
 //! module decides nothing about reorgs; it reports a parent mismatch as

@@ -14,7 +14,8 @@
 //! block whose logs name another hash, or that came back with none while
 //! its header's bloom says it may hold some the filters want, is asked for
 //! again by its hash (EIP-234), which no other fork can answer. This file
-//! sends and checks; the wire and the range policy are `logs`'.
+//! sends and checks; the wire and the range policy are `logs`'. It decodes
+//! no transaction and writes nothing.
 
 use std::collections::VecDeque;
 use std::ops::RangeInclusive;

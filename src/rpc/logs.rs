@@ -7,9 +7,8 @@
 //! module reads those answers into a [`Limit`] and keeps the adaptive range
 //! ([`Span`]): start wide, take the suggested range or halve on a refusal,
 //! grow back after successes, never ask for the same range twice after a
-//! refusal. Pure: bodies and failures in, requests and ranges out; the loop
-//! that sends them is `RpcClient::logs_for` in `rpc/mod.rs`'s sibling
-//! `log_stream`.
+//! refusal. Pure: bodies and failures in, requests and ranges out; the
+//! loops that send them are in `log_stream`.
 
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};

@@ -1,6 +1,12 @@
 //! The JSON-RPC client stage: fetches heads, full blocks and headers from an
 //! EVM node over HTTP (and new-head notifications over WebSocket).
 //!
+//! With `logs.mode`, each block also comes with its receipts
+//! (`receipts`: `eth_getBlockReceipts` by block hash, or batched
+//! `eth_getTransactionReceipt`) or with its logs (`log_stream`, `logs`:
+//! `eth_getLogs` over adaptive ranges, checked against the block's hash and
+//! bloom).
+//!
 //! It owns the wire: batching, bounded concurrency, in-order delivery,
 //! per-request timeouts, retries with capped doubling backoff, waiting for
 //! blocks the node has not produced yet, and shrinking batches for providers
