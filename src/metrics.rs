@@ -68,6 +68,8 @@ pub struct Metrics {
     rpc_requests: IntGauge,
     rpc_errors: IntGauge,
     rpc_retries: IntGauge,
+    log_range_cuts: IntGauge,
+    log_refetches: IntGauge,
     rpc: std::sync::Mutex<Option<Arc<RpcStats>>>,
     started: Instant,
     last_progress: std::sync::Mutex<Instant>,
@@ -127,6 +129,16 @@ impl Metrics {
             rpc_requests: gauge(&r, "rpc_requests_total", "JSON-RPC HTTP requests sent"),
             rpc_errors: gauge(&r, "rpc_errors_total", "JSON-RPC requests that failed"),
             rpc_retries: gauge(&r, "rpc_retries_total", "JSON-RPC requests retried"),
+            log_range_cuts: gauge(
+                &r,
+                "get_logs_range_cuts_total",
+                "eth_getLogs ranges the provider refused, so narrowed",
+            ),
+            log_refetches: gauge(
+                &r,
+                "get_logs_refetches_total",
+                "blocks whose logs were asked for again by block hash",
+            ),
             rpc: std::sync::Mutex::new(None),
             started: Instant::now(),
             last_progress: std::sync::Mutex::new(Instant::now()),
@@ -164,6 +176,8 @@ impl Metrics {
             self.rpc_requests.set(rpc.requests() as i64);
             self.rpc_errors.set(rpc.errors() as i64);
             self.rpc_retries.set(rpc.retries() as i64);
+            self.log_range_cuts.set(rpc.log_range_cuts() as i64);
+            self.log_refetches.set(rpc.log_refetches() as i64);
         }
         let mut out = Vec::new();
         TextEncoder::new()

@@ -95,6 +95,14 @@ impl RpcClient {
                             debug!(target: TARGET, from = lo, to = hi, retry_to = next, error, "narrowing eth_getLogs range");
                         }
                     }
+                    // A range past the node's head (a node behind, or the
+                    // head itself): some providers refuse it rather than
+                    // clamp; waiting for the node is what helps.
+                    None if beyond_head(&f) => {
+                        let f = Failure::Missing(f.to_string());
+                        self.retry_or_fail(Subject::range(lo, hi), f, false, &mut attempts)
+                            .await?
+                    }
                     None => {
                         self.retry_or_fail(Subject::range(lo, hi), f, false, &mut attempts)
                             .await?
@@ -198,6 +206,25 @@ impl RpcClient {
         })
         .boxed()
     }
+}
+
+/// Whether `f` refuses a range for reaching past the node's head.
+fn beyond_head(f: &Failure) -> bool {
+    let Failure::Rpc { message, .. } = f else {
+        return false;
+    };
+    let m = message.to_ascii_lowercase();
+    [
+        "beyond",
+        "future block",
+        "head block",
+        "latest block",
+        "block not found",
+        "unknown block",
+        "header not found",
+    ]
+    .iter()
+    .any(|p| m.contains(p))
 }
 
 struct Merge {

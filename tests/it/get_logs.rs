@@ -368,3 +368,69 @@ async fn receipt_batches_shrink_to_a_providers_batch_cap() {
     }
     assert!(server.rejected_batches() > 0, "the cap was hit");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_range_past_the_head_is_waited_for_not_fatal() {
+    let (server, all) = server_with_logs().await;
+    let want: Vec<Vec<String>> = all.iter().map(row).collect();
+    server.set_refuse_beyond_head(true);
+    server.set_head(24_476_004);
+    let (pool, db) = pg::fresh_db().await;
+    let args = with(&RANGE, &["--logs", "getLogs"]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let mut run = crate::support::indexer::Running::spawn(&server.url(), &db, &args);
+    tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
+    assert!(
+        run.is_running(),
+        "stopped on a range past the head:\n{}",
+        run.stderr()
+    );
+    server.set_head(24_476_009);
+    let status = run.wait(std::time::Duration::from_secs(60)).await;
+    assert!(status.success(), "{}", run.stderr());
+    assert_rows(&db_logs(&pool).await, &want, "after the head moved");
+}
+
+#[test]
+fn blooms_rebuilt_from_real_logs_equal_the_receipts_and_the_headers() {
+    let blocks = fixtures::blocks();
+    let mut receipts_checked = 0;
+    for name in [
+        "mainnet-483920",
+        "mainnet-1755635",
+        "mainnet-17000000",
+        "mainnet-18000000",
+    ] {
+        let header = &blocks.iter().find(|(n, _)| n == name).unwrap().1;
+        let mut block_bloom = [0u8; 256];
+        for r in fixture(&format!("receipts/{name}.json.gz"))
+            .as_array()
+            .unwrap()
+        {
+            let mut bloom = [0u8; 256];
+            for l in r["logs"].as_array().unwrap() {
+                let bytes = |v: &Value| hex::decode(&v.as_str().unwrap()[2..]).unwrap();
+                sender_indexer::decode::bloom_add(&mut bloom, &bytes(&l["address"]));
+                for t in l["topics"].as_array().unwrap() {
+                    sender_indexer::decode::bloom_add(&mut bloom, &bytes(t));
+                }
+            }
+            assert_eq!(
+                format!("0x{}", hex::encode(bloom)),
+                r["logsBloom"].as_str().unwrap(),
+                "{name} receipt {}",
+                r["transactionIndex"]
+            );
+            for (b, x) in block_bloom.iter_mut().zip(bloom) {
+                *b |= x;
+            }
+            receipts_checked += 1;
+        }
+        assert_eq!(
+            format!("0x{}", hex::encode(block_bloom)),
+            header["logsBloom"].as_str().unwrap(),
+            "{name} header"
+        );
+    }
+    assert_eq!(receipts_checked, 4 + 2 + 102 + 94);
+}

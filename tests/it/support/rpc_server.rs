@@ -130,6 +130,9 @@ struct State {
     /// Whether `eth_getBlockReceipts` exists (some nodes lack it).
     block_receipts: AtomicBool,
     logs_limit: Mutex<Option<LogsLimit>>,
+    /// Refuse `eth_getLogs` ranges that reach past the head (some providers
+    /// do), instead of clamping them.
+    refuse_beyond_head: AtomicBool,
     range_fault: Mutex<Option<(u64, RangeFault)>>,
     /// (block, answers left): receipts of that block naming another block.
     bad_receipts: Mutex<Option<(u64, usize)>>,
@@ -163,6 +166,7 @@ impl RpcServer {
             by_hash: RwLock::new(HashMap::new()),
             block_receipts: AtomicBool::new(true),
             logs_limit: Mutex::new(None),
+            refuse_beyond_head: AtomicBool::new(false),
             range_fault: Mutex::new(None),
             bad_receipts: Mutex::new(None),
             get_logs_calls: AtomicU64::new(0),
@@ -259,6 +263,12 @@ impl RpcServer {
     /// Caps `eth_getLogs` like a provider (`None`: no cap).
     pub fn set_logs_limit(&self, limit: Option<LogsLimit>) {
         *self.state.logs_limit.lock().unwrap() = limit;
+    }
+
+    /// `eth_getLogs` ranges past the head are refused, as some providers
+    /// do, instead of clamped.
+    pub fn set_refuse_beyond_head(&self, on: bool) {
+        self.state.refuse_beyond_head.store(on, Relaxed);
     }
 
     /// The next `times` answers of `eth_getBlockReceipts` for block `n`
@@ -631,6 +641,12 @@ fn get_logs(state: &State, params: Option<&Value>) -> Result<Vec<Value>, LogsRef
             };
             if from > to {
                 return Err(invalid("invalid block range params: fromBlock > toBlock"));
+            }
+            if to > head && state.refuse_beyond_head.load(Relaxed) {
+                return Err(LogsRefusal::Rpc(
+                    -32000,
+                    format!("toBlock {to:#x} is beyond the current head block {head:#x}"),
+                ));
             }
             (from, to.min(head))
         }
