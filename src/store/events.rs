@@ -16,7 +16,7 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use sqlx::{AssertSqlSafe, PgPool};
 
 use super::copy::CopyBuf;
-use super::tables::{Rows, Table, block_number, out_of_range};
+use super::tables::{Rows, Table, block_number, log_indexes};
 use super::{Result, StoreError};
 use crate::config::EventSettings;
 use crate::decode::{Address, EventSpec, Value, hex0x};
@@ -69,10 +69,7 @@ impl EventTable {
                     continue;
                 }
             };
-            let index = i32::try_from(log.log_index)
-                .map_err(|_| out_of_range(n, "logIndex", log.log_index))?;
-            let tx = log.transaction_index.unwrap_or_default();
-            let tx = i32::try_from(tx).map_err(|_| out_of_range(n, "transactionIndex", tx))?;
+            let (index, tx) = log_indexes(n, log)?;
             out.row().i64(number).i32(index).i32(tx).bytes(&log.address);
             for v in &values {
                 match v {

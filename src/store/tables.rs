@@ -13,7 +13,7 @@
 use super::copy::CopyBuf;
 use super::events::EventTable;
 use super::{Result, StoreError};
-use crate::decode::U256;
+use crate::decode::{Log, U256};
 use crate::recover::RecoveredBlock;
 
 /// One table keyed by block number.
@@ -227,11 +227,7 @@ pub static LOGS: Table = Table {
     rows: Rows::Fixed(|block, l| {
         let number = block_number(block)?;
         for log in &block.logs {
-            let index = i32::try_from(log.log_index)
-                .map_err(|_| out_of_range(block.header.number, "logIndex", log.log_index))?;
-            let tx_index = log.transaction_index.unwrap_or_default();
-            let tx_index = i32::try_from(tx_index)
-                .map_err(|_| out_of_range(block.header.number, "transactionIndex", tx_index))?;
+            let (index, tx_index) = log_indexes(block.header.number, log)?;
             l.row()
                 .i64(number)
                 .i32(index)
@@ -296,6 +292,15 @@ pub static AUTHORIZATIONS: Table = Table {
         Ok(())
     }),
 };
+
+/// A log's `log_index` and `tx_index` columns, as PostgreSQL's `INT`.
+pub(super) fn log_indexes(number: u64, log: &Log) -> Result<(i32, i32)> {
+    let index = i32::try_from(log.log_index)
+        .map_err(|_| out_of_range(number, "logIndex", log.log_index))?;
+    let tx = log.transaction_index.unwrap_or_default();
+    let tx = i32::try_from(tx).map_err(|_| out_of_range(number, "transactionIndex", tx))?;
+    Ok((index, tx))
+}
 
 /// The block number as PostgreSQL's `BIGINT`.
 pub(super) fn block_number(block: &RecoveredBlock) -> Result<i64> {
