@@ -98,7 +98,7 @@ pub enum Command {
     /// Print the stored logs of a contract with the recovered sender of the
     /// transaction that emitted each.
     #[command(
-        after_help = "Examples:\n  sender-indexer logs --address 0xa0b86991c6218b36c1d19d4a2e9eb0ce3606eb48\n  sender-indexer logs --address 0xa0b8…eb48 --topic0 0xddf252ad1be2c89b69c2b068fc378daa952ba7f163c4a11628f55a4df523b3ef --from 18000000 --to 18000100"
+        after_help = "Examples:\n  sender-indexer logs --address 0xa0b86991c6218b36c1d19d4a2e9eb0ce3606eb48\n  sender-indexer logs --address 0xa0b86991c6218b36c1d19d4a2e9eb0ce3606eb48 --topic0 0xddf252ad1be2c89b69c2b068fc378daa952ba7f163c4a11628f55a4df523b3ef --from 18000000 --to 18000100"
     )]
     Logs {
         /// The emitting contract (0x-prefixed, 20 bytes).
