@@ -62,6 +62,13 @@ pub struct GlobalArgs {
     /// Where logs and receipt fields come from: `receipts`, `getLogs` or `off`.
     #[arg(long, global = true, value_name = "MODE")]
     pub logs: Option<String>,
+    /// How far blocks are verified before they are stored: `full` or `off`.
+    #[arg(long, global = true, value_name = "LEVEL")]
+    pub verify: Option<String>,
+    /// A block whose hash you trust, NUMBER:0xHASH; every indexed range must
+    /// link to one by parent hashes. May be given several times.
+    #[arg(long = "trusted-block", global = true, value_name = "N:0xHASH")]
+    pub trusted_blocks: Vec<String>,
     /// Serve Prometheus /metrics and /health here, e.g. 127.0.0.1:9184 (env: METRICS_ADDR).
     #[arg(long, global = true, value_name = "ADDR")]
     pub metrics_addr: Option<String>,

@@ -37,8 +37,26 @@ pub struct Settings {
     /// `[[events]]`: decoded event tables.
     #[serde(default)]
     pub events: Vec<EventSettings>,
+    pub verify: VerifySettings,
     pub follow: FollowSettings,
     pub metrics: MetricsSettings,
+}
+
+/// How blocks are verified before they are stored (`crate::verify`).
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct VerifySettings {
+    pub level: crate::verify::Level,
+    /// `NUMBER:0xHASH` entries.
+    #[serde(deserialize_with = "anchors")]
+    pub trusted_blocks: Vec<crate::verify::Anchor>,
+}
+
+fn anchors<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<crate::verify::Anchor>, D::Error> {
+    Vec::<String>::deserialize(d)?
+        .iter()
+        .map(|s| crate::verify::Anchor::parse(s).map_err(serde::de::Error::custom))
+        .collect()
 }
 
 /// The rpc stage's settings.
@@ -360,7 +378,7 @@ fn read_file(path: &Path) -> anyhow::Result<toml::Table> {
             section == "events" && v.as_array().is_some_and(|a| a.iter().all(|e| e.is_table()));
         if !v.is_table() && !events {
             bail!(
-                "config file {}: {section} is not a [section]; settings are grouped as [rpc], [database], [index], [logs], [follow], [metrics] and [[events]]",
+                "config file {}: {section} is not a [section]; settings are grouped as [rpc], [database], [index], [logs], [verify], [follow], [metrics] and [[events]]",
                 path.display()
             );
         }

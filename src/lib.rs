@@ -45,3 +45,4 @@ pub mod shutdown;
 pub mod sink;
 pub mod source;
 pub mod store;
+pub mod verify;

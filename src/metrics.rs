@@ -65,6 +65,7 @@ pub struct Metrics {
     pub reorg_depth: Histogram,
     pub rollback_blocks: IntCounter,
     pub refetches: IntCounter,
+    pub verify_failures: IntCounter,
     rpc_requests: IntGauge,
     rpc_errors: IntGauge,
     rpc_retries: IntGauge,
@@ -123,7 +124,12 @@ impl Metrics {
             refetches: counter(
                 &r,
                 "block_refetches_total",
-                "blocks fetched again because their receipts or logs did not match them",
+                "blocks fetched again because they did not verify or their receipts or logs did not match them",
+            ),
+            verify_failures: counter(
+                &r,
+                "verify_failures_total",
+                "blocks that did not verify as the node sent them (each try counts)",
             ),
             reorg_depth,
             rpc_requests: gauge(&r, "rpc_requests_total", "JSON-RPC HTTP requests sent"),

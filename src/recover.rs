@@ -32,6 +32,7 @@ use crate::decode::{
     Address, Authorization, B256, BlockHeader, DecodeError, Log, PayloadError, Receipt, Tx, U256,
     keccak,
 };
+use crate::verify::{ReceiptProof, TxProof};
 
 static SECP256K1: Lazy<Secp256k1<VerifyOnly>> = Lazy::new(Secp256k1::verification_only);
 
@@ -185,6 +186,11 @@ pub struct RecoveredTx {
     pub recovered: Recovered,
     /// Its receipt, when receipts are fetched (attached by the pipeline).
     pub receipt: Option<Receipt>,
+    /// Its signed encoding and hash, when blocks are verified; dropped
+    /// once its block is ([`crate::verify`]).
+    pub proof: Option<Result<TxProof, PayloadError>>,
+    /// Its receipt's consensus encoding and bloom, likewise.
+    pub receipt_proof: Option<Result<ReceiptProof, &'static str>>,
 }
 
 /// A block whose every transaction went through recovery, in block order.
@@ -196,13 +202,17 @@ pub struct RecoveredBlock {
     /// the transaction that emitted it (from the receipts, which keep none
     /// of them then, or from `eth_getLogs`).
     pub logs: Vec<Log>,
+    /// How it was verified before it was stored.
+    pub verified: crate::verify::Level,
 }
 
 /// Decodes and recovers the transactions at `ranges` of a block's text, in
-/// order. A malformed one yields its `DecodeError` in place; the rest go on.
+/// order, with their signed encodings when `prove` (blocks are verified).
+/// A malformed one yields its `DecodeError` in place; the rest go on.
 pub fn recover_slices(
     text: &str,
     ranges: &[Range<usize>],
+    prove: bool,
 ) -> Vec<Result<RecoveredTx, DecodeError>> {
     (0..ranges.len())
         .map(|i| {
@@ -211,10 +221,13 @@ pub fn recover_slices(
             }
             let tx = Tx::from_json(&text[ranges[i].clone()])?;
             let recovered = recover_tx(&tx);
+            let proof = prove.then(|| crate::verify::tx_proof(&tx));
             Ok(RecoveredTx {
                 tx,
                 recovered,
                 receipt: None,
+                proof,
+                receipt_proof: None,
             })
         })
         .collect()
@@ -430,7 +443,7 @@ mod tests {
         let text = r#"[{"type":"0x0"},"0xab",{"type":"zz"}]"#;
         let ranges = [1..15, 16..22, 23..36];
         assert_eq!(&text[ranges[1].clone()], r#""0xab""#);
-        let got = recover_slices(text, &ranges);
+        let got = recover_slices(text, &ranges, false);
         assert_eq!(got.len(), 3);
         assert!(got[0].is_ok(), "{:?}", got[0]);
         assert!(matches!(got[1], Err(DecodeError::Json(_))), "{:?}", got[1]);

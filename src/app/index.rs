@@ -18,14 +18,16 @@ use crate::recover::Pool;
 use crate::rpc::RpcClient;
 
 use super::open_database;
+use super::trust::Trust;
 
 pub async fn backfill(settings: Settings, from: u64, to: BlockTarget) -> anyhow::Result<ExitCode> {
-    run(settings, "backfill", |ctx| async move {
+    run(settings, "backfill", |ctx, trust| async move {
         let to = match to {
             BlockTarget::Number(n) => n,
             BlockTarget::Latest => ctx.source.head().await?,
         };
         anyhow::ensure!(from <= to, "--from {from} is above --to {to}");
+        trust.link(&ctx, from, Some(to)).await?;
         crate::pipeline::backfill(&ctx, from, to).await
     })
     .await
@@ -33,7 +35,9 @@ pub async fn backfill(settings: Settings, from: u64, to: BlockTarget) -> anyhow:
 
 pub async fn follow(settings: Settings, from: Option<u64>) -> anyhow::Result<ExitCode> {
     let start = from.map_or(FollowStart::Resume, FollowStart::At);
-    run(settings, "follow", |ctx| async move {
+    run(settings, "follow", |ctx, trust| async move {
+        let first = crate::pipeline::first_block(&ctx, start).await?;
+        trust.link(&ctx, first, None).await?;
         crate::pipeline::follow(&ctx, start).await
     })
     .await
@@ -43,7 +47,9 @@ pub async fn sync(settings: Settings, from: Option<u64>) -> anyhow::Result<ExitC
     let start = FollowStart::CatchUp {
         from: from.unwrap_or(0),
     };
-    run(settings, "sync", |ctx| async move {
+    run(settings, "sync", |ctx, trust| async move {
+        let first = crate::pipeline::first_block(&ctx, start).await?;
+        trust.link(&ctx, first, None).await?;
         crate::pipeline::follow(&ctx, start).await
     })
     .await
@@ -52,7 +58,7 @@ pub async fn sync(settings: Settings, from: Option<u64>) -> anyhow::Result<ExitC
 /// Sets up a run, hands `converge` the context, and tears it down.
 async fn run<F, Fut>(mut settings: Settings, what: &str, converge: F) -> anyhow::Result<ExitCode>
 where
-    F: FnOnce(Arc<Ctx>) -> Fut,
+    F: FnOnce(Arc<Ctx>, Trust) -> Fut,
     Fut: Future<Output = anyhow::Result<ConvergeEnd>>,
 {
     narrow_to_events(&mut settings)?;
@@ -76,6 +82,11 @@ where
             settings.metrics.max_stall,
         ));
     }
+    let trust = Trust {
+        verify: settings.verify.clone(),
+        rpc: Arc::clone(&rpc),
+        store: store.clone(),
+    };
     let ctx = Arc::new(Ctx::new(
         rpc,
         Arc::new(store.clone()),
@@ -84,7 +95,7 @@ where
         metrics,
         shutdown,
     ));
-    let end = converge(Arc::clone(&ctx)).await?;
+    let end = converge(Arc::clone(&ctx), trust).await?;
     ctx.progress.lock().await.finish();
     lock.release().await?;
     let summary = crate::progress::summary(&ctx.metrics, what);

@@ -68,6 +68,13 @@ fn overrides(cli: &Cli) -> Overrides {
     if let Some(v) = &g.logs {
         o.set("logs.mode", v.as_str(), flag("logs"));
     }
+    if let Some(v) = &g.verify {
+        o.set("verify.level", v.as_str(), flag("verify"));
+    }
+    if !g.trusted_blocks.is_empty() {
+        let list: Vec<toml::Value> = g.trusted_blocks.iter().map(|s| s.as_str().into()).collect();
+        o.set("verify.trusted_blocks", list, flag("trusted-block"));
+    }
     if let Some(v) = &g.metrics_addr {
         o.set("metrics.listen", v.as_str(), flag("metrics-addr"));
     }

@@ -40,6 +40,45 @@ pub async fn report(settings: &Settings, store: &Store) -> anyhow::Result<String
     for (table, rows) in &s.rows {
         writeln!(out, "rows {table:<14} {rows}")?;
     }
+    let count = |level: Option<&str>| {
+        s.verified
+            .iter()
+            .find(|(v, _)| v.as_deref() == level)
+            .map_or(0, |(_, n)| *n)
+    };
+    let (full, off, before) = (count(Some("full")), count(Some("off")), count(None));
+    if s.blocks > 0 {
+        let mut line = format!("verified:       {full} of {} blocks in full", s.blocks);
+        if off > 0 {
+            line += &format!(
+                "; {off} UNVERIFIED (indexed with verify = \"off\": stored as the node sent them)"
+            );
+        }
+        if before > 0 {
+            line += &format!("; {before} indexed before verification existed");
+        }
+        writeln!(out, "{line}")?;
+    }
+    if s.anchors.is_empty() {
+        writeln!(
+            out,
+            "trust anchor:   none (blocks are checked against their own hashes and each other, not linked to a block you trust; give --trusted-block N:0xHASH)"
+        )?;
+    }
+    for a in &s.anchors {
+        match a.linked {
+            Some((lo, hi)) => writeln!(
+                out,
+                "trust anchor:   {}: blocks {lo}..={hi} link to it by parent hashes",
+                a.origin
+            )?,
+            None => writeln!(
+                out,
+                "trust anchor:   {}: no stored block links to it now",
+                a.origin
+            )?,
+        }
+    }
     let missing = store.missing_lookup_indexes().await?;
     if missing.is_empty() {
         writeln!(out, "lookup indexes: ok")?;

@@ -10,8 +10,8 @@ use serde_json::Value;
 use serde_json::value::RawValue;
 
 use super::bloom::Bloom;
-use super::hex::{parse_fixed, parse_u64};
-use super::{B256, DecodeError, Log};
+use super::hex::{opt, parse_bytes, parse_fixed, parse_u64, parse_u256};
+use super::{Address, B256, DecodeError, Log, U256};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BlockHeader {
@@ -21,61 +21,60 @@ pub struct BlockHeader {
     pub timestamp: u64,
     /// `logsBloom`, when the node sent it.
     pub logs_bloom: Option<Box<Bloom>>,
+    /// The rest of what the block hash commits to, when the node sent every
+    /// field of it (`crate::verify` rebuilds the hash from these); `None`
+    /// for a bare header (a test chain, a minimal proxy).
+    pub fields: Option<Box<HeaderFields>>,
 }
 
-/// The header fields of a block object, borrowed from its text; every
-/// other field is skipped unparsed.
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct HeaderWire<'a> {
-    #[serde(borrow)]
-    number: Option<&'a str>,
-    #[serde(borrow)]
-    hash: Option<&'a str>,
-    #[serde(borrow)]
-    parent_hash: Option<&'a str>,
-    #[serde(borrow)]
-    timestamp: Option<&'a str>,
-    #[serde(borrow)]
-    logs_bloom: Option<&'a str>,
+/// The header fields besides those of [`BlockHeader`] itself, as the block
+/// hash commits to them, and the block's withdrawals.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HeaderFields {
+    pub ommers_hash: B256,
+    pub beneficiary: Address,
+    pub state_root: B256,
+    pub transactions_root: B256,
+    pub receipts_root: B256,
+    pub difficulty: U256,
+    pub gas_limit: U256,
+    pub gas_used: U256,
+    pub extra_data: Vec<u8>,
+    pub seal: Seal,
+    /// The fields later forks append, in header order; each is `None` when
+    /// the node did not send it.
+    pub base_fee_per_gas: Option<U256>,
+    pub withdrawals_root: Option<B256>,
+    pub blob_gas_used: Option<U256>,
+    pub excess_blob_gas: Option<U256>,
+    pub parent_beacon_block_root: Option<B256>,
+    pub requests_hash: Option<B256>,
+    /// `withdrawals` (Shanghai), when the block object lists them.
+    pub withdrawals: Option<Vec<Withdrawal>>,
 }
 
-impl HeaderWire<'_> {
-    fn parse(&self) -> Result<BlockHeader, DecodeError> {
-        fn field<'a>(name: &'static str, v: Option<&'a str>) -> Result<&'a str, DecodeError> {
-            v.ok_or(DecodeError::Missing(name))
-        }
-        Ok(BlockHeader {
-            number: parse_u64("number", field("number", self.number)?)?,
-            hash: parse_fixed("hash", field("hash", self.hash)?)?,
-            parent_hash: parse_fixed("parentHash", field("parentHash", self.parent_hash)?)?,
-            timestamp: parse_u64("timestamp", field("timestamp", self.timestamp)?)?,
-            logs_bloom: match self.logs_bloom {
-                Some(b) => Some(Box::new(parse_fixed("logsBloom", b)?)),
-                None => None,
-            },
-        })
-    }
+/// How the block is sealed: proof of work's (kept as zeros after the
+/// merge), or an Aura authority's (Gnosis before its merge).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Seal {
+    Pow { mix_hash: B256, nonce: [u8; 8] },
+    Aura { step: U256, signature: Vec<u8> },
 }
 
-impl BlockHeader {
-    /// The header of a block object (`eth_getBlockByNumber` with or without
-    /// full transactions, a `newHeads` notification), already parsed as a
-    /// JSON value.
-    pub fn from_value(v: &Value) -> Result<BlockHeader, DecodeError> {
-        HeaderWire::deserialize(v)
-            .map_err(|e| DecodeError::Json(format!("expected a block object: {e}")))?
-            .parse()
-    }
+/// One beacon-chain withdrawal (EIP-4895).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Withdrawal {
+    pub index: u64,
+    pub validator_index: u64,
+    pub address: Address,
+    /// In Gwei.
+    pub amount: u64,
 }
 
 /// A full block as the node sends it, borrowing from the text it is read
 /// from; fields the index does not need are skipped unparsed. Public so
-/// that a JSON-RPC answer holding several blocks is read in one pass.
-///
-/// The header fields repeat [`HeaderWire`]'s rather than `flatten` it:
-/// serde buffers every unknown field of a flattened struct (the bloom,
-/// withdrawals, uncles) into a value tree, on the hot path.
+/// that a JSON-RPC answer holding several blocks is read in one pass (and
+/// a header alone, [`BlockHeader::from_value`], the same way).
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct BlockWire<'a> {
@@ -89,22 +88,181 @@ pub struct BlockWire<'a> {
     timestamp: Option<&'a str>,
     #[serde(borrow)]
     logs_bloom: Option<&'a str>,
+    #[serde(borrow)]
+    sha3_uncles: Option<&'a str>,
+    #[serde(borrow)]
+    miner: Option<&'a str>,
+    #[serde(borrow)]
+    state_root: Option<&'a str>,
+    #[serde(borrow)]
+    transactions_root: Option<&'a str>,
+    #[serde(borrow)]
+    receipts_root: Option<&'a str>,
+    #[serde(borrow)]
+    difficulty: Option<&'a str>,
+    #[serde(borrow)]
+    gas_limit: Option<&'a str>,
+    #[serde(borrow)]
+    gas_used: Option<&'a str>,
+    #[serde(borrow)]
+    extra_data: Option<&'a str>,
+    #[serde(borrow)]
+    mix_hash: Option<&'a str>,
+    #[serde(borrow)]
+    nonce: Option<&'a str>,
+    #[serde(borrow)]
+    aura_step: Option<&'a str>,
+    #[serde(borrow)]
+    aura_seal: Option<&'a str>,
+    #[serde(borrow)]
+    base_fee_per_gas: Option<&'a str>,
+    #[serde(borrow)]
+    withdrawals_root: Option<&'a str>,
+    #[serde(borrow)]
+    blob_gas_used: Option<&'a str>,
+    #[serde(borrow)]
+    excess_blob_gas: Option<&'a str>,
+    #[serde(borrow)]
+    parent_beacon_block_root: Option<&'a str>,
+    #[serde(borrow)]
+    requests_hash: Option<&'a str>,
+    #[serde(borrow, default)]
+    withdrawals: Option<Vec<WireWithdrawal<'a>>>,
     #[serde(borrow, default)]
     transactions: Option<Vec<&'a RawValue>>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct WireWithdrawal<'a> {
+    #[serde(borrow)]
+    index: Option<&'a str>,
+    #[serde(borrow)]
+    validator_index: Option<&'a str>,
+    #[serde(borrow)]
+    address: Option<&'a str>,
+    #[serde(borrow)]
+    amount: Option<&'a str>,
+}
+
+fn field<'a>(name: &'static str, v: Option<&'a str>) -> Result<&'a str, DecodeError> {
+    v.ok_or(DecodeError::Missing(name))
+}
+
+impl BlockWire<'_> {
+    fn header(&self) -> Result<BlockHeader, DecodeError> {
+        Ok(BlockHeader {
+            number: parse_u64("number", field("number", self.number)?)?,
+            hash: parse_fixed("hash", field("hash", self.hash)?)?,
+            parent_hash: parse_fixed("parentHash", field("parentHash", self.parent_hash)?)?,
+            timestamp: parse_u64("timestamp", field("timestamp", self.timestamp)?)?,
+            logs_bloom: match self.logs_bloom {
+                Some(b) => Some(Box::new(parse_fixed("logsBloom", b)?)),
+                None => None,
+            },
+            fields: self.fields()?.map(Box::new),
+        })
+    }
+
+    /// The hashed fields, if the node sent the Frontier ones; a field that
+    /// is present but malformed is an error that names it.
+    fn fields(&self) -> Result<Option<HeaderFields>, DecodeError> {
+        let frontier = [
+            self.sha3_uncles,
+            self.miner,
+            self.state_root,
+            self.transactions_root,
+            self.receipts_root,
+            self.difficulty,
+            self.gas_limit,
+            self.gas_used,
+            self.extra_data,
+        ];
+        if frontier.iter().any(Option::is_none) {
+            return Ok(None);
+        }
+        let q = |name, v: Option<&str>| opt(name, v.map(str::as_bytes), parse_u256);
+        let h = |name, v: Option<&str>| opt(name, v.map(str::as_bytes), parse_fixed::<32>);
+        let seal = match (self.aura_step, self.aura_seal) {
+            (Some(step), Some(sig)) => Seal::Aura {
+                step: parse_u256("auraStep", step)?,
+                signature: parse_bytes("auraSeal", sig)?,
+            },
+            _ => Seal::Pow {
+                mix_hash: parse_fixed("mixHash", field("mixHash", self.mix_hash)?)?,
+                nonce: parse_fixed("nonce", field("nonce", self.nonce)?)?,
+            },
+        };
+        let withdrawals = match &self.withdrawals {
+            None => None,
+            Some(list) => Some(
+                list.iter()
+                    .map(|w| {
+                        Ok(Withdrawal {
+                            index: parse_u64(
+                                "withdrawals.index",
+                                field("withdrawals.index", w.index)?,
+                            )?,
+                            validator_index: parse_u64(
+                                "withdrawals.validatorIndex",
+                                field("withdrawals.validatorIndex", w.validator_index)?,
+                            )?,
+                            address: parse_fixed(
+                                "withdrawals.address",
+                                field("withdrawals.address", w.address)?,
+                            )?,
+                            amount: parse_u64(
+                                "withdrawals.amount",
+                                field("withdrawals.amount", w.amount)?,
+                            )?,
+                        })
+                    })
+                    .collect::<Result<_, DecodeError>>()?,
+            ),
+        };
+        Ok(Some(HeaderFields {
+            ommers_hash: parse_fixed("sha3Uncles", field("sha3Uncles", self.sha3_uncles)?)?,
+            beneficiary: parse_fixed("miner", field("miner", self.miner)?)?,
+            state_root: parse_fixed("stateRoot", field("stateRoot", self.state_root)?)?,
+            transactions_root: parse_fixed(
+                "transactionsRoot",
+                field("transactionsRoot", self.transactions_root)?,
+            )?,
+            receipts_root: parse_fixed("receiptsRoot", field("receiptsRoot", self.receipts_root)?)?,
+            difficulty: parse_u256("difficulty", field("difficulty", self.difficulty)?)?,
+            gas_limit: parse_u256("gasLimit", field("gasLimit", self.gas_limit)?)?,
+            gas_used: parse_u256("gasUsed", field("gasUsed", self.gas_used)?)?,
+            extra_data: parse_bytes("extraData", field("extraData", self.extra_data)?)?,
+            seal,
+            base_fee_per_gas: q("baseFeePerGas", self.base_fee_per_gas)?,
+            withdrawals_root: h("withdrawalsRoot", self.withdrawals_root)?,
+            blob_gas_used: q("blobGasUsed", self.blob_gas_used)?,
+            excess_blob_gas: q("excessBlobGas", self.excess_blob_gas)?,
+            parent_beacon_block_root: h("parentBeaconBlockRoot", self.parent_beacon_block_root)?,
+            requests_hash: h("requestsHash", self.requests_hash)?,
+            withdrawals,
+        }))
+    }
+}
+
+impl BlockHeader {
+    /// The header of a block object (`eth_getBlockByNumber` with or without
+    /// full transactions, a `newHeads` notification), already parsed as a
+    /// JSON value. Not on the hot path: the value is printed and read again,
+    /// so that it is read by the same [`BlockWire`] as every block.
+    pub fn from_value(v: &Value) -> Result<BlockHeader, DecodeError> {
+        let text = v.to_string();
+        let wire: BlockWire = serde_json::from_str(&text)
+            .map_err(|e| DecodeError::Json(format!("expected a block object: {e}")))?;
+        wire.header()
+    }
 }
 
 impl BlockWire<'_> {
     /// The header, and where each transaction's JSON lies in `base`: the
     /// text this block was read from (a block, or a whole response).
     pub fn split(self, base: &str) -> Result<(BlockHeader, Vec<Range<usize>>), DecodeError> {
-        let head = HeaderWire {
-            number: self.number,
-            hash: self.hash,
-            parent_hash: self.parent_hash,
-            timestamp: self.timestamp,
-            logs_bloom: self.logs_bloom,
-        }
-        .parse()?;
+        let head = self.header()?;
         let base_start = base.as_ptr() as usize;
         let mut txs = Vec::new();
         for raw in self.transactions.unwrap_or_default() {
@@ -194,6 +352,7 @@ mod tests {
                 parent_hash: [0x22; 32],
                 timestamp: 100,
                 logs_bloom: None,
+                fields: None,
             }
         );
         let slices: Vec<_> = ranges.iter().map(|r| &text[r.clone()]).collect();

@@ -7,7 +7,7 @@
 use serde::Deserialize;
 
 use super::hex::{opt, parse_bytes, parse_fixed, parse_u64, parse_u256};
-use super::{Address, B256, DecodeError, U256};
+use super::{Address, B256, Bloom, DecodeError, U256};
 
 /// One event log.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -30,8 +30,14 @@ pub struct Receipt {
     pub block_number: Option<u64>,
     pub transaction_hash: Option<B256>,
     pub transaction_index: Option<u64>,
+    /// The EIP-2718 type of its transaction (a missing `type` means 0).
+    pub tx_type: u8,
     /// 1 success, 0 failure; `None` before Byzantium (a state root instead).
     pub status: Option<u8>,
+    /// The post-transaction state root receipts carry before Byzantium.
+    pub root: Option<Vec<u8>>,
+    /// The `logsBloom` the node reported for this receipt.
+    pub logs_bloom: Option<Box<Bloom>>,
     pub gas_used: Option<u64>,
     pub cumulative_gas_used: Option<u64>,
     pub effective_gas_price: Option<U256>,
@@ -50,8 +56,14 @@ struct WireReceipt<'a> {
     transaction_hash: Option<&'a [u8]>,
     #[serde(borrow)]
     transaction_index: Option<&'a [u8]>,
+    #[serde(borrow, rename = "type")]
+    tx_type: Option<&'a [u8]>,
     #[serde(borrow)]
     status: Option<&'a [u8]>,
+    #[serde(borrow)]
+    root: Option<&'a [u8]>,
+    #[serde(borrow)]
+    logs_bloom: Option<&'a [u8]>,
     #[serde(borrow)]
     gas_used: Option<&'a [u8]>,
     #[serde(borrow)]
@@ -112,7 +124,17 @@ impl Receipt {
             block_number: opt("blockNumber", w.block_number, parse_u64)?,
             transaction_hash: opt("transactionHash", w.transaction_hash, parse_fixed)?,
             transaction_index: opt("transactionIndex", w.transaction_index, parse_u64)?,
+            tx_type: match opt("type", w.tx_type, parse_u64)? {
+                None => 0,
+                Some(t) => u8::try_from(t).map_err(|_| DecodeError::Field {
+                    field: "type",
+                    problem: "not a transaction type",
+                    value: t.to_string(),
+                })?,
+            },
             status,
+            root: opt("root", w.root, parse_bytes)?,
+            logs_bloom: opt("logsBloom", w.logs_bloom, parse_fixed)?.map(Box::new),
             gas_used: opt("gasUsed", w.gas_used, parse_u64)?,
             cumulative_gas_used: opt("cumulativeGasUsed", w.cumulative_gas_used, parse_u64)?,
             effective_gas_price: opt("effectiveGasPrice", w.effective_gas_price, parse_u256)?,
@@ -183,7 +205,7 @@ mod tests {
             r#"{"blockHash":"0x1111111111111111111111111111111111111111111111111111111111111111",
                 "blockNumber":"0x10","transactionHash":"0x2222222222222222222222222222222222222222222222222222222222222222",
                 "transactionIndex":"0x3","status":"0x1","gasUsed":"0x5208","cumulativeGasUsed":"0x7000",
-                "effectiveGasPrice":"0x3b9aca00","contractAddress":null,"logsBloom":"0x00",
+                "effectiveGasPrice":"0x3b9aca00","contractAddress":null,
                 "logs":[{"address":"0x3333333333333333333333333333333333333333","topics":[],
                          "data":"0x","logIndex":"0x7","removed":false}]}"#,
         )

@@ -50,6 +50,7 @@ pub(super) fn tx(text: &str) -> Option<WireTx<'_>> {
             b"r" => (1 << 16, &mut w.r),
             b"s" => (1 << 17, &mut w.s),
             b"from" => (1 << 18, &mut w.from),
+            b"blockHash" => (1 << 22, &mut w.block_hash),
             b"accessList" => {
                 seen.first(1 << 19)?;
                 w.access_list = c.opt_array(access_item)?;

@@ -42,35 +42,84 @@ impl Tx {
     /// `input` and after it are encoded into one small buffer, and `input`
     /// itself (often most of the payload) goes to keccak where it lies.
     pub fn signing_hash(&self) -> Result<B256, PayloadError> {
+        let mut out = Vec::with_capacity(256 + self.lists_len_hint());
+        // `head` ends where `input` goes; the rest of `out` follows it.
+        let head = self.fields(&mut out, Form::Signing)?;
+        let in_place = self.input_in_place();
+        let mut prefix = [0u8; 10];
+        let prefix = self.prefix(out.len() + in_place.len(), &mut prefix);
+        Ok(keccak(&[prefix, &out[..head], in_place, &out[head..]]))
+    }
+
+    /// The signed transaction as it is hashed and stored in the block's
+    /// transactions trie: the RLP list of the payload's fields and the
+    /// signature (legacy), or the type byte and that list (EIP-2718; blob
+    /// transactions without their sidecar). Built from the same fields as
+    /// [`Tx::signing_hash`], so the two cannot disagree on any of them.
+    pub fn signed_encoding(&self) -> Result<Vec<u8>, PayloadError> {
+        let mut body = Vec::with_capacity(256 + self.input.len() + self.lists_len_hint());
+        self.fields(&mut body, Form::Signed)?;
+        let mut prefix = [0u8; 10];
+        let prefix = self.prefix(body.len(), &mut prefix);
+        let mut out = Vec::with_capacity(prefix.len() + body.len());
+        out.extend_from_slice(prefix);
+        out.extend_from_slice(&body);
+        Ok(out)
+    }
+
+    /// The type byte (typed transactions) and the list header of a payload
+    /// of `payload_length` bytes: at most 1 + 9 bytes, written to `buf`.
+    fn prefix<'b>(&self, payload_length: usize, buf: &'b mut [u8; 10]) -> &'b [u8] {
+        let mut free = &mut buf[..];
+        if self.tx_type != 0 {
+            free.put_u8(self.tx_type);
+        }
+        Header {
+            list: true,
+            payload_length,
+        }
+        .encode(&mut free);
+        let used = 10 - free.len();
+        &buf[..used]
+    }
+
+    /// The list items of the payload (`Form::Signing`, returning where
+    /// `input`'s bytes go, which it leaves out when long) or of the signed
+    /// transaction (`Form::Signed`, whole; returns its length).
+    fn fields(&self, out: &mut Vec<u8>, form: Form) -> Result<usize, PayloadError> {
         let ty = self.tx_type;
         let need = |field: &'static str| PayloadError::Missing(field, ty);
         let nonce = self.nonce.ok_or_else(|| need("nonce"))?;
         let gas = self.gas.ok_or_else(|| need("gas"))?;
         let value = self.value.ok_or_else(|| need("value"))?;
         let chain_id = || self.chain_id.ok_or_else(|| need("chainId"));
-        let mut out = Vec::with_capacity(256 + self.lists_len_hint());
-        // `head` ends where `input` goes; the rest of `out` follows it.
+        let inline = form == Form::Signed;
         let head;
         match ty {
             0 => {
                 let v = self.v.ok_or_else(|| need("v"))?;
                 let price = self.gas_price.ok_or_else(|| need("gasPrice"))?;
-                nonce.encode(&mut out);
-                price.minimal().encode(&mut out);
-                head = self.encode_call(&mut out, &gas, &value);
-                if let Some(id) = Tx::eip155_chain_id(&v) {
-                    id.minimal().encode(&mut out);
-                    out.put_u8(EMPTY_STRING_CODE);
-                    out.put_u8(EMPTY_STRING_CODE);
+                nonce.encode(out);
+                price.minimal().encode(out);
+                head = self.encode_call(out, &gas, &value, inline);
+                match form {
+                    Form::Signing => {
+                        if let Some(id) = Tx::eip155_chain_id(&v) {
+                            id.minimal().encode(out);
+                            out.put_u8(EMPTY_STRING_CODE);
+                            out.put_u8(EMPTY_STRING_CODE);
+                        }
+                    }
+                    Form::Signed => v.minimal().encode(out),
                 }
             }
             1 => {
                 let price = self.gas_price.ok_or_else(|| need("gasPrice"))?;
-                chain_id()?.minimal().encode(&mut out);
-                nonce.encode(&mut out);
-                price.minimal().encode(&mut out);
-                head = self.encode_call(&mut out, &gas, &value);
-                self.access_list.encode(&mut out);
+                chain_id()?.minimal().encode(out);
+                nonce.encode(out);
+                price.minimal().encode(out);
+                head = self.encode_call(out, &gas, &value, inline);
+                self.access_list.encode(out);
             }
             // EIP-1559 and its descendants share the body; blob (3) and
             // set-code (4) transactions must name a recipient and append a tail.
@@ -97,37 +146,45 @@ impl Tx {
                         .collect::<Result<Vec<_>, _>>()?,
                     _ => Vec::new(),
                 };
-                chain_id()?.minimal().encode(&mut out);
-                nonce.encode(&mut out);
-                tip.minimal().encode(&mut out);
-                cap.minimal().encode(&mut out);
-                head = self.encode_call(&mut out, &gas, &value);
-                self.access_list.encode(&mut out);
+                chain_id()?.minimal().encode(out);
+                nonce.encode(out);
+                tip.minimal().encode(out);
+                cap.minimal().encode(out);
+                head = self.encode_call(out, &gas, &value, inline);
+                self.access_list.encode(out);
                 if let Some(blob_fee) = blob_fee {
-                    blob_fee.minimal().encode(&mut out);
-                    self.blob_versioned_hashes.encode(&mut out);
+                    blob_fee.minimal().encode(out);
+                    self.blob_versioned_hashes.encode(out);
                 }
                 if ty == 4 {
-                    auths.encode(&mut out);
+                    auths.encode(out);
                 }
             }
             other => return Err(PayloadError::UnsupportedType(other)),
         }
-        let in_place = self.input_in_place();
-        // The type byte and the list header: at most 1 + 9 bytes.
-        let mut prefix = [0u8; 10];
-        let mut free = &mut prefix[..];
+        if form == Form::Signing {
+            return Ok(head);
+        }
         if ty != 0 {
-            free.put_u8(ty);
+            let parity = self.typed_parity().ok_or_else(|| need("yParity"))?;
+            parity.minimal().encode(out);
         }
-        Header {
-            list: true,
-            payload_length: out.len() + in_place.len(),
+        self.r.ok_or_else(|| need("r"))?.minimal().encode(out);
+        self.s.ok_or_else(|| need("s"))?.minimal().encode(out);
+        Ok(out.len())
+    }
+
+    /// A typed transaction's y parity as its encoding holds it: `yParity`,
+    /// or `v` where a node sends only that (0/1, or 27/28 from old clients).
+    pub fn typed_parity(&self) -> Option<U256> {
+        match (self.y_parity, self.v) {
+            (Some(p), _) => Some(p),
+            (None, Some(v)) => match v.to_u64() {
+                Some(x @ (27 | 28)) => Some(U256::from_u64(x - 27)),
+                _ => Some(v),
+            },
+            (None, None) => None,
         }
-        .encode(&mut free);
-        let used = 10 - free.len();
-        let prefix = &prefix[..used];
-        Ok(keccak(&[prefix, &out[..head], in_place, &out[head..]]))
     }
 
     /// Room for the access, blob and authorization lists, so that the
@@ -145,8 +202,9 @@ impl Tx {
 
     /// `gas, to, value` and the header of `data` (the part every payload
     /// shares); returns where `data`'s bytes go in `out`. A short `data` is
-    /// encoded whole (one byte below 0x80 is its own encoding).
-    fn encode_call(&self, out: &mut Vec<u8>, gas: &U256, value: &U256) -> usize {
+    /// encoded whole (one byte below 0x80 is its own encoding), and so is
+    /// any `data` when `inline`.
+    fn encode_call(&self, out: &mut Vec<u8>, gas: &U256, value: &U256, inline: bool) -> usize {
         gas.minimal().encode(out);
         match &self.to {
             Some(to) => to.encode(out),
@@ -154,7 +212,7 @@ impl Tx {
         };
         value.minimal().encode(out);
         let in_place = self.input_in_place();
-        if in_place.is_empty() {
+        if in_place.is_empty() || inline {
             // As a byte string: `Vec<u8>` itself would encode as a list.
             self.input.as_slice().encode(out);
         } else {
@@ -176,6 +234,15 @@ impl Tx {
             &[]
         }
     }
+}
+
+/// Which list [`Tx::fields`] writes.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Form {
+    /// What the signature signs.
+    Signing,
+    /// The signed transaction.
+    Signed,
 }
 
 impl Encodable for AccessItem {

@@ -27,6 +27,8 @@ pub(super) struct WireTx<'a> {
     #[serde(borrow, rename = "type")]
     pub(super) tx_type: Option<&'a [u8]>,
     #[serde(borrow)]
+    pub(super) block_hash: Option<&'a [u8]>,
+    #[serde(borrow)]
     pub(super) block_number: Option<&'a [u8]>,
     #[serde(borrow)]
     pub(super) transaction_index: Option<&'a [u8]>,
@@ -125,6 +127,7 @@ pub struct Authorization {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Tx {
     pub hash: Option<B256>,
+    pub block_hash: Option<B256>,
     pub block_number: Option<u64>,
     pub index: Option<u64>,
     /// The EIP-2718 type; a missing `type` field means legacy (0).
@@ -224,6 +227,7 @@ impl Tx {
         };
         Ok(Tx {
             hash: opt("hash", w.hash, parse_fixed)?,
+            block_hash: opt("blockHash", w.block_hash, parse_fixed)?,
             block_number: opt("blockNumber", w.block_number, parse_u64)?,
             index: opt("transactionIndex", w.transaction_index, parse_u64)?,
             tx_type,

@@ -75,16 +75,25 @@ pub async fn backfill(ctx: &Ctx, from: u64, to: u64) -> anyhow::Result<ConvergeE
     Ok(end)
 }
 
-/// Follows the head from `start` until shutdown (or an error).
-pub async fn follow(ctx: &Ctx, start: FollowStart) -> anyhow::Result<ConvergeEnd> {
-    let f = &ctx.follow;
+/// The first block [`follow`] from `start` indexes.
+pub async fn first_block(ctx: &Ctx, start: FollowStart) -> anyhow::Result<u64> {
     let checkpoint = ctx.sink.checkpoint().await?.map(|c| c.0);
-    let mut next = match (start, checkpoint) {
+    Ok(match (start, checkpoint) {
         (FollowStart::At(n), _) => n,
         (_, Some(c)) => c + 1,
         (FollowStart::CatchUp { from }, None) => from,
-        (FollowStart::Resume, None) => ctx.source.head().await?.saturating_sub(f.confirmations),
-    };
+        (FollowStart::Resume, None) => ctx
+            .source
+            .head()
+            .await?
+            .saturating_sub(ctx.follow.confirmations),
+    })
+}
+
+/// Follows the head from `start` until shutdown (or an error).
+pub async fn follow(ctx: &Ctx, start: FollowStart) -> anyhow::Result<ConvergeEnd> {
+    let f = &ctx.follow;
+    let mut next = first_block(ctx, start).await?;
     let start = next;
     tracing::info!(target: "indexer::follow", from = next, confirmations = f.confirmations, "following the head");
     let mut heads = subscribe(ctx).await;

@@ -21,12 +21,12 @@ mod follow;
 mod range;
 mod receipts;
 
-pub use follow::{ConvergeEnd, FollowStart, backfill, follow};
-pub use range::{Step, index_range};
+pub use follow::{ConvergeEnd, FollowStart, backfill, first_block, follow};
+pub use range::{Step, check_block_text, index_range};
 
 use std::sync::Arc;
 
-use crate::config::{FollowSettings, IndexSettings, LogsSettings};
+use crate::config::{FollowSettings, IndexSettings, LogsSettings, VerifySettings};
 use crate::metrics::Metrics;
 use crate::progress::Progress;
 use crate::recover::Pool;
@@ -39,6 +39,7 @@ pub struct PipelineSettings {
     pub index: IndexSettings,
     pub follow: FollowSettings,
     pub logs: LogsSettings,
+    pub verify: VerifySettings,
 }
 
 impl From<crate::config::Settings> for PipelineSettings {
@@ -47,6 +48,7 @@ impl From<crate::config::Settings> for PipelineSettings {
             index: s.index,
             follow: s.follow,
             logs: s.logs,
+            verify: s.verify,
         }
     }
 }
@@ -60,6 +62,10 @@ pub struct Ctx {
     pub follow: FollowSettings,
     /// Which logs of the receipts the source delivers are kept.
     pub logs: LogsSettings,
+    pub verify: VerifySettings,
+    /// Hashes blocks must have (trusted blocks, stored neighbours); set by
+    /// the command before it indexes.
+    pub anchors: std::sync::OnceLock<crate::verify::Anchors>,
     pub metrics: Arc<Metrics>,
     pub shutdown: Shutdown,
     pub progress: tokio::sync::Mutex<Progress>,
@@ -84,6 +90,8 @@ impl Ctx {
             index: settings.index,
             follow: settings.follow,
             logs: settings.logs,
+            verify: settings.verify,
+            anchors: Default::default(),
             metrics,
             shutdown,
         }

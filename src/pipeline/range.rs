@@ -33,11 +33,14 @@ use futures::StreamExt;
 use tokio::sync::{mpsc, oneshot};
 
 use super::{Ctx, receipts};
+use crate::config::LogsSettings;
 use crate::decode::{
-    BlockHeader, DecodeError, Log, RawBlock, Receipt, hex0x, receipts_from_slices,
+    BlockHeader, DecodeError, Log, PayloadError, RawBlock, Receipt, hex0x, receipts_from_slices,
 };
+use crate::metrics::Metrics;
 use crate::recover::{RecoveredBlock, RecoveredTx, recover_slices};
 use crate::sink::Written;
+use crate::verify::{self, Anchors, Level, ReceiptProof};
 
 /// Transactions per recovery job: ~3 ms of work, so queueing overhead is
 /// noise, and a big block still spreads over every thread.
@@ -66,11 +69,38 @@ pub enum Step {
 }
 
 /// One job's outcome: its transactions, recovered, and their receipts
-/// (empty when receipts are not fetched), decoded on the same thread.
+/// (empty when receipts are not fetched), decoded on the same thread, each
+/// with its consensus encoding when blocks are verified.
 type ChunkResult = (
     Vec<Result<RecoveredTx, DecodeError>>,
-    Vec<Result<Receipt, DecodeError>>,
+    Vec<Result<(Receipt, Option<ReceiptCheck>), DecodeError>>,
 );
+
+type ReceiptCheck = Result<ReceiptProof, &'static str>;
+
+/// The work of one recovery job: decode and recover the transactions at
+/// `ranges` of `text`, decode their receipts, and when `prove`, encode
+/// both for verification.
+fn chunk_job(
+    text: &str,
+    ranges: &[std::ops::Range<usize>],
+    receipts: Option<(&str, &[std::ops::Range<usize>])>,
+    prove: bool,
+) -> ChunkResult {
+    let decoded = match receipts {
+        Some((text, ranges)) => receipts_from_slices(text, ranges)
+            .into_iter()
+            .map(|r| {
+                r.map(|r| {
+                    let proof = prove.then(|| verify::receipt_proof(&r));
+                    (r, proof)
+                })
+            })
+            .collect(),
+        None => Vec::new(),
+    };
+    (recover_slices(text, ranges, prove), decoded)
+}
 
 struct Pending {
     header: BlockHeader,
@@ -166,12 +196,10 @@ async fn queue(
             let end = ((c + 1) * CHUNK_TXS).min(r.ranges.len());
             (Arc::clone(&r.text), r.ranges[c * CHUNK_TXS..end].to_vec())
         });
+        let prove = ctx.verify.level == Level::Full;
         let job = move || {
-            let decoded = match &receipts {
-                Some((text, ranges)) => receipts_from_slices(text, ranges),
-                None => Vec::new(),
-            };
-            (recover_slices(&text, &chunk), decoded)
+            let receipts = receipts.as_ref().map(|(t, r)| (t.as_str(), r.as_slice()));
+            chunk_job(&text, &chunk, receipts, prove)
         };
         chunks.push(ctx.pool.spawn(job).await);
     }
@@ -199,7 +227,7 @@ async fn collect(
         let n = p.header.number;
         let block = match assemble(ctx, p).await {
             Ok(b) => b,
-            Err(e) if e.is::<receipts::Mismatch>() => refetched(ctx, n, e).await?,
+            Err(e) if refetchable(&e) => refetched(ctx, n, e).await?,
             Err(e) => return Err(e),
         };
         batch_txs += block.txs.len();
@@ -227,8 +255,14 @@ async fn collect(
     Ok(())
 }
 
-/// How often a block whose receipts or logs do not match it is fetched
-/// again before the run stops.
+/// A block that does not verify, or whose receipts or logs do not match
+/// it, may be a lagging or load-balanced node's answer: fetched again.
+fn refetchable(e: &anyhow::Error) -> bool {
+    e.is::<receipts::Mismatch>() || e.is::<verify::Failure>()
+}
+
+/// How often a block that does not verify, or whose receipts or logs do
+/// not match it, is fetched again before the run stops.
 const REFETCHES: u32 = 3;
 
 /// Block `n` fetched again and assembled, after `first` (a
@@ -237,7 +271,7 @@ async fn refetched(ctx: &Ctx, n: u64, first: anyhow::Error) -> anyhow::Result<Re
     let mut last = first;
     for attempt in 1..=REFETCHES {
         ctx.metrics.refetches.inc();
-        tracing::warn!(target: "indexer::verify", block = n, attempt, error = %last, "receipts or logs do not match their block; fetching it again");
+        tracing::warn!(target: "indexer::verify", block = n, attempt, error = %last, "block does not verify or its receipts or logs do not match it; fetching it again");
         let Some(raw) = ctx.source.block(n).await? else {
             bail!("block {n}: the node no longer has it (while fetching it again after: {last})");
         };
@@ -249,7 +283,7 @@ async fn refetched(ctx: &Ctx, n: u64, first: anyhow::Error) -> anyhow::Result<Re
         }
         match assemble(ctx, queue(ctx, raw, None).await?).await {
             Ok(b) => return Ok(b),
-            Err(e) if e.is::<receipts::Mismatch>() => last = e,
+            Err(e) if refetchable(&e) => last = e,
             Err(e) => return Err(e),
         }
     }
@@ -260,43 +294,101 @@ async fn refetched(ctx: &Ctx, n: u64, first: anyhow::Error) -> anyhow::Result<Re
 
 async fn assemble(ctx: &Ctx, p: Pending) -> anyhow::Result<RecoveredBlock> {
     let n = p.header.number;
-    if let Some(k) = p.receipt_count {
-        receipts::check_count(&p.header, p.tx_count, k)?;
-    }
-    let mut txs = Vec::with_capacity(p.tx_count);
-    let mut logs = Vec::new();
+    let mut chunks = Vec::with_capacity(p.chunks.len());
     for rx in p.chunks {
-        let (chunk, receipts) = rx
-            .await
-            .map_err(|_| anyhow!("block {n}: a recovery job panicked"))?;
+        chunks.push(
+            rx.await
+                .map_err(|_| anyhow!("block {n}: a recovery job panicked"))?,
+        );
+    }
+    let checks = Checks {
+        logs: &ctx.logs,
+        level: ctx.verify.level,
+        strict: ctx.index.strict,
+        metrics: &ctx.metrics,
+        anchors: ctx.anchors.get().unwrap_or(&NO_ANCHORS),
+    };
+    let result = finish(
+        &checks,
+        p.header,
+        p.tx_count,
+        p.receipt_count,
+        p.logs,
+        chunks,
+    );
+    if let Err(e) = &result {
+        if let Some(f) = e.downcast_ref::<verify::Failure>() {
+            ctx.metrics.verify_failures.inc();
+            tracing::warn!(target: "indexer::verify", block = f.block, field = %f.field, node = %f.node, computed = %f.computed, "block does not verify");
+        }
+    }
+    result
+}
+
+static NO_ANCHORS: std::sync::LazyLock<Anchors> = std::sync::LazyLock::new(Anchors::default);
+
+/// What [`finish`] checks a block with.
+struct Checks<'a> {
+    logs: &'a LogsSettings,
+    level: Level,
+    strict: bool,
+    metrics: &'a Metrics,
+    /// Hashes blocks must have: trusted blocks and stored neighbours.
+    anchors: &'a Anchors,
+}
+
+/// Puts a block together from its recovery jobs' results, in order, and
+/// checks it: receipts and logs belong to it and, at `verify = "full"`,
+/// it verifies ([`verify::check_block`]) and agrees with the anchors.
+fn finish(
+    checks: &Checks<'_>,
+    header: BlockHeader,
+    tx_count: usize,
+    receipt_count: Option<usize>,
+    got_logs: Option<Vec<Log>>,
+    chunks: Vec<ChunkResult>,
+) -> anyhow::Result<RecoveredBlock> {
+    let n = header.number;
+    if let Some(k) = receipt_count {
+        receipts::check_count(&header, tx_count, k)?;
+    }
+    let full = checks.level == Level::Full;
+    let mut txs = Vec::with_capacity(tx_count);
+    let mut logs = Vec::new();
+    let mut next_log = 0;
+    for (chunk, receipts) in chunks {
         let mut receipts = receipts.into_iter();
         for r in chunk {
             let i = txs.len();
             let mut rtx = r.with_context(|| {
                 format!("block {n} tx {i}: malformed transaction from the node")
             })?;
-            if p.receipt_count.is_some() {
-                let receipt = receipts
+            if receipt_count.is_some() {
+                let (receipt, proof) = receipts
                     .next()
                     .ok_or_else(|| anyhow!("block {n} tx {i}: no receipt"))?
                     .with_context(|| {
                         format!("block {n} tx {i}: malformed receipt from the node")
                     })?;
-                let mut receipt = receipts::checked(&p.header, i, &rtx.tx, receipt, &ctx.logs)?;
+                if full {
+                    verify::check_log_indexes(n, i, &receipt, &mut next_log)?;
+                }
+                let mut receipt = receipts::checked(&header, i, &rtx.tx, receipt, checks.logs)?;
                 logs.append(&mut receipt.logs);
                 rtx.receipt = Some(receipt);
+                rtx.receipt_proof = proof;
             }
             let Some(hash) = rtx.tx.hash else {
                 bail!("block {n} tx {i}: the node gave no transaction hash");
             };
-            let m = &ctx.metrics;
+            let m = checks.metrics;
             match (&rtx.recovered.sender, &rtx.tx.from) {
                 (Ok(sender), from) => {
                     m.recovered.inc();
                     if let Some(from) = from.filter(|f| f != sender) {
                         m.from_mismatches.inc();
                         tracing::warn!(target: "indexer::verify", block = n, tx = %hex0x(&hash), recovered = %hex0x(sender), node_from = %hex0x(&from), "sender differs from the node's from");
-                        if ctx.index.strict {
+                        if checks.strict {
                             bail!(
                                 "block {n} tx {}: recovered sender {} differs from the node's from {} (--strict)",
                                 hex0x(&hash),
@@ -315,23 +407,102 @@ async fn assemble(ctx: &Ctx, p: Pending) -> anyhow::Result<RecoveredBlock> {
         }
     }
     // Every transaction of the block came back, in order (reth checks the same).
-    if txs.len() != p.tx_count {
+    if txs.len() != tx_count {
         bail!(
-            "block {n}: recovered {} transactions of {}",
-            txs.len(),
-            p.tx_count
+            "block {n}: recovered {} transactions of {tx_count}",
+            txs.len()
         );
     }
-    if let Some(got) = p.logs {
-        let hashes: Vec<_> = txs.iter().map(|t: &RecoveredTx| t.tx.hash).collect();
-        logs = receipts::placed_logs(&p.header, &hashes, got, &ctx.logs)?;
+    if full {
+        verify_block(checks, &header, &mut txs, got_logs.as_deref())?;
     }
-    receipts::check_log_order(&p.header, &logs)?;
+    if let Some(got) = got_logs {
+        let hashes: Vec<_> = txs.iter().map(|t: &RecoveredTx| t.tx.hash).collect();
+        logs = receipts::placed_logs(&header, &hashes, got, checks.logs)?;
+    }
+    receipts::check_log_order(&header, &logs)?;
     Ok(RecoveredBlock {
-        header: p.header,
+        header,
         txs,
         logs,
+        verified: checks.level,
     })
+}
+
+/// [`verify::check_block`] and the anchors, then drops the encodings.
+fn verify_block(
+    checks: &Checks<'_>,
+    header: &BlockHeader,
+    txs: &mut [RecoveredTx],
+    got_logs: Option<&[Log]>,
+) -> anyhow::Result<()> {
+    let missing: Result<verify::TxProof, PayloadError> = Err(PayloadError::Missing("encoding", 0));
+    let parts: Vec<verify::TxParts<'_>> = txs
+        .iter()
+        .map(|t| verify::TxParts {
+            tx: &t.tx,
+            proof: t.proof.as_ref().unwrap_or(&missing),
+            sender: t.recovered.sender.as_ref().ok(),
+            receipt: t.receipt.as_ref().zip(t.receipt_proof.as_ref()),
+        })
+        .collect();
+    verify::check_block(header, &parts, got_logs)?;
+    drop(parts);
+    checks.anchors.check(header)?;
+    for t in txs {
+        t.proof = None;
+        t.receipt_proof = None;
+    }
+    Ok(())
+}
+
+/// Checks one block given as JSON text (an `eth_getBlockByNumber(n, true)`
+/// result) and, if given, its receipts (an `eth_getBlockReceipts` result),
+/// exactly as the pipeline checks every block at `verify = "full"`, on
+/// this thread: the block as it would be stored, or the error that would
+/// stop the run. For tests and tools; no anchors, every log kept.
+pub fn check_block_text(block: &str, receipts: Option<&str>) -> anyhow::Result<RecoveredBlock> {
+    let (header, ranges) =
+        crate::decode::split_block(block).context("malformed block from the node")?;
+    let receipt_ranges = match receipts {
+        None => None,
+        Some(text) => Some(
+            serde_json::from_str::<Vec<&serde_json::value::RawValue>>(text)
+                .map(|list| {
+                    list.iter()
+                        .map(|r| {
+                            let start = r.get().as_ptr() as usize - text.as_ptr() as usize;
+                            start..start + r.get().len()
+                        })
+                        .collect::<Vec<_>>()
+                })
+                .context("malformed receipts from the node")?,
+        ),
+    };
+    let chunk = chunk_job(
+        block,
+        &ranges,
+        receipts.zip(receipt_ranges.as_deref()),
+        true,
+    );
+    let settings = crate::config::Settings::defaults();
+    let metrics = Metrics::new();
+    let checks = Checks {
+        logs: &settings.logs,
+        level: Level::Full,
+        strict: false,
+        metrics: &metrics,
+        anchors: &Anchors::default(),
+    };
+    let tx_count = ranges.len();
+    finish(
+        &checks,
+        header,
+        tx_count,
+        receipt_ranges.as_ref().map(Vec::len),
+        None,
+        vec![chunk],
+    )
 }
 
 /// Stage 3: commits each batch with the checkpoint.

@@ -184,6 +184,12 @@ impl RpcClient {
         quantity(&v).ok_or_else(|| self.failed(Subject::Head, &malformed("number", &v)))
     }
 
+    /// The chain id (`eth_chainId`).
+    pub async fn chain_id(&self) -> Result<u64, RpcError> {
+        let v = self.call(Subject::ChainId, "eth_chainId", vec![]).await?;
+        quantity(&v).ok_or_else(|| self.failed(Subject::ChainId, &malformed("chain id", &v)))
+    }
+
     /// Header of block `n` (`eth_getBlockByNumber(n, false)`); `None` if the
     /// node has no such block. Does not wait for it.
     pub async fn header(&self, n: u64) -> Result<Option<BlockHeader>, RpcError> {

@@ -9,6 +9,7 @@ use std::fmt;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Subject {
     Head,
+    ChainId,
     Block(u64),
     Blocks(u64, u64),
     Subscribe,
@@ -28,6 +29,7 @@ impl fmt::Display for Subject {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Subject::Head => f.write_str("head"),
+            Subject::ChainId => f.write_str("chain id"),
             Subject::Block(n) => write!(f, "block {n}"),
             Subject::Blocks(a, b) => write!(f, "blocks {a}..={b}"),
             Subject::Subscribe => f.write_str("subscribe newHeads"),

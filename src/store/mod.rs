@@ -167,6 +167,46 @@ impl Store {
         Ok(hash.map(to_b256))
     }
 
+    /// Whether blocks `lo..=hi` are all stored and each links by its parent
+    /// hash to the one below it (for a range that must join stored blocks
+    /// to reach a trusted one).
+    pub async fn linked(&self, lo: u64, hi: u64) -> Result<bool> {
+        let (count, broken): (i64, i64) = sqlx::query_as(
+            "SELECT count(*), count(*) FILTER (WHERE b.number > $1 AND p.hash IS DISTINCT FROM b.parent_hash)
+             FROM blocks b LEFT JOIN blocks p ON p.number = b.number - 1
+             WHERE b.number BETWEEN $1 AND $2",
+        )
+        .bind(lo as i64)
+        .bind(hi as i64)
+        .fetch_one(&self.pool)
+        .await?;
+        Ok(count as u64 == hi - lo + 1 && broken == 0)
+    }
+
+    /// The stored parent hash of block `number`.
+    pub async fn parent_hash(&self, number: u64) -> Result<Option<B256>> {
+        let hash: Option<Vec<u8>> =
+            sqlx::query_scalar("SELECT parent_hash FROM blocks WHERE number = $1")
+                .bind(number as i64)
+                .fetch_optional(&self.pool)
+                .await?;
+        Ok(hash.map(to_b256))
+    }
+
+    /// Records that the stored chain is linked to `anchor`.
+    pub async fn record_anchor(&self, anchor: &crate::verify::Anchor) -> Result<()> {
+        sqlx::query(
+            "INSERT INTO trust_anchors (number, hash, origin) VALUES ($1, $2, $3)
+             ON CONFLICT (number) DO UPDATE SET hash = EXCLUDED.hash, origin = EXCLUDED.origin",
+        )
+        .bind(anchor.number as i64)
+        .bind(&anchor.hash[..])
+        .bind(anchor.describe())
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
     /// Writes `blocks` (consecutive, ascending) and advances the checkpoint,
     /// all in one transaction. Writes nothing and answers
     /// [`Written::ParentMismatch`] when the first block does not extend the

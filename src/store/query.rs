@@ -17,6 +17,21 @@ pub struct Status {
     pub checkpoint: Option<(u64, String)>,
     pub rows: Vec<(String, u64)>,
     pub reorgs: u64,
+    /// Blocks by how they were verified: `full`, `off`, or `None` (stored
+    /// before verification existed).
+    pub verified: Vec<(Option<String>, u64)>,
+    pub anchors: Vec<AnchorStatus>,
+}
+
+/// A trusted block the stored chain was linked to, and the stored blocks
+/// that link to it by parent hashes now.
+#[derive(Debug)]
+pub struct AnchorStatus {
+    pub number: u64,
+    pub origin: String,
+    /// The contiguous, parent-linked run of stored blocks holding the
+    /// anchor (or starting right above it); `None` if none does now.
+    pub linked: Option<(u64, u64)>,
 }
 
 pub async fn status(pool: &PgPool) -> Result<Status> {
@@ -49,6 +64,54 @@ pub async fn status(pool: &PgPool) -> Result<Status> {
             .fetch_optional(pool)
             .await?;
     s.checkpoint = cp.map(|(n, h)| (n as u64, h));
+    let verified: Vec<(Option<String>, i64)> =
+        sqlx::query_as("SELECT verified, count(*) FROM blocks GROUP BY verified ORDER BY verified")
+            .fetch_all(pool)
+            .await?;
+    s.verified = verified.into_iter().map(|(v, n)| (v, n as u64)).collect();
+    let anchors: Vec<(i64, Vec<u8>, String)> =
+        sqlx::query_as("SELECT number, hash, origin FROM trust_anchors ORDER BY number")
+            .fetch_all(pool)
+            .await?;
+    for (number, hash, origin) in anchors {
+        // The anchor's own block, or the one above it naming it as parent.
+        let start: Option<i64> = sqlx::query_scalar(
+            "SELECT number FROM blocks WHERE (number = $1 AND hash = $2) OR (number = $1 + 1 AND parent_hash = $2)
+             ORDER BY number LIMIT 1",
+        )
+        .bind(number)
+        .bind(&hash)
+        .fetch_optional(pool)
+        .await?;
+        let linked = match start {
+            None => None,
+            Some(start) => {
+                // Runs of stored blocks each linked to the one below.
+                let run: (Option<i64>, Option<i64>) = sqlx::query_as(
+                    "WITH s AS (
+                       SELECT number, CASE WHEN number = lag(number) OVER w + 1 AND parent_hash = lag(hash) OVER w
+                                      THEN 0 ELSE 1 END AS brk
+                       FROM blocks WINDOW w AS (ORDER BY number)),
+                     g AS (SELECT number, sum(brk) OVER (ORDER BY number) AS grp FROM s)
+                     SELECT min(number), max(number) FROM g WHERE grp = (SELECT grp FROM g WHERE number = $1)",
+                )
+                .bind(start)
+                .fetch_one(pool)
+                .await?;
+                match run {
+                    // A run that starts above the anchor links to it only
+                    // from the anchor's own child.
+                    (Some(lo), Some(hi)) if lo <= start => Some((lo as u64, hi as u64)),
+                    _ => None,
+                }
+            }
+        };
+        s.anchors.push(AnchorStatus {
+            number: number as u64,
+            origin,
+            linked,
+        });
+    }
     let events: Vec<String> = sqlx::query_scalar("SELECT name FROM event_tables ORDER BY name")
         .fetch_all(pool)
         .await?;

@@ -85,7 +85,14 @@ impl LookupIndex {
 pub static BLOCKS: Table = Table {
     name: "blocks",
     block_column: "number",
-    columns: &["number", "hash", "parent_hash", "timestamp", "tx_count"],
+    columns: &[
+        "number",
+        "hash",
+        "parent_hash",
+        "timestamp",
+        "tx_count",
+        "verified",
+    ],
     rolled_back: true,
     lookup_indexes: &[],
     rows: Rows::Fixed(|block, out| {
@@ -97,7 +104,8 @@ pub static BLOCKS: Table = Table {
             .bytes(&h.hash)
             .bytes(&h.parent_hash)
             .timestamp(h.timestamp)
-            .i32(tx_count);
+            .i32(tx_count)
+            .text(block.verified.as_str());
         Ok(())
     }),
 };

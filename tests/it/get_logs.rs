@@ -10,24 +10,11 @@
 //! * A range answer that misses a block's logs (a node behind) or names
 //!   another fork's block hash is caught and the block refetched by hash.
 
-use std::io::Read;
-
 use serde_json::{Value, json};
 use sqlx::PgPool;
 
 use crate::support::rpc_server::{LogsLimit, RangeFault, RpcServer, plain_receipts};
 use crate::support::{fixtures, indexer, pg};
-
-fn fixture(path: &str) -> Value {
-    let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures")
-        .join(path);
-    let mut s = String::new();
-    flate2::read::GzDecoder::new(std::fs::File::open(&p).unwrap())
-        .read_to_string(&mut s)
-        .unwrap();
-    serde_json::from_str(&s).unwrap()
-}
 
 fn hex_u64(v: &Value) -> u64 {
     u64::from_str_radix(v.as_str().unwrap().trim_start_matches("0x"), 16).unwrap()
@@ -280,29 +267,10 @@ async fn receipts_of_another_block_are_fetched_again_then_refused() {
     assert!(stored.is_none_or(|n| n < 24_476_005), "{stored:?}");
 }
 
-/// The real receipt sets of tests/fixtures/receipts, each with its block:
-/// (name, block, receipts).
-fn real_receipt_sets() -> Vec<(&'static str, Value, Value)> {
-    let blocks = fixtures::blocks();
-    [
-        "mainnet-47218",
-        "mainnet-483920",
-        "mainnet-1755635",
-        "mainnet-17000000",
-        "mainnet-18000000",
-    ]
-    .into_iter()
-    .map(|name| {
-        let block = blocks.iter().find(|(n, _)| n == name).unwrap().1.clone();
-        (name, block, fixture(&format!("receipts/{name}.json.gz")))
-    })
-    .collect()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn real_receipts_give_every_log_status_and_gas_in_both_modes() {
     let mut checked_logs = 0;
-    for (name, block, receipts) in real_receipt_sets() {
+    for (name, block, receipts) in fixtures::receipt_sets() {
         let n = hex_u64(&block["number"]);
         let server = RpcServer::start(vec![block]).await.unwrap();
         server.insert_receipts(n, &receipts);
@@ -404,7 +372,7 @@ async fn a_range_past_the_head_is_waited_for_not_fatal() {
 #[test]
 fn blooms_rebuilt_from_real_logs_equal_the_receipts_and_the_headers() {
     let mut receipts_checked = 0;
-    for (name, header, receipts) in real_receipt_sets() {
+    for (name, header, receipts) in fixtures::receipt_sets() {
         let mut block_bloom = [0u8; 256];
         for r in receipts.as_array().unwrap() {
             let mut bloom = [0u8; 256];

@@ -15,4 +15,5 @@ mod recover;
 mod rpc;
 mod schema;
 mod support;
+mod verify;
 mod ws_heads;

@@ -24,7 +24,7 @@ fn sender_of(v: &Value) -> Result<String, RecoverError> {
 fn recover_block(block: &Value) -> Vec<Result<RecoveredTx, DecodeError>> {
     let text = block.to_string();
     let (_, ranges) = split_block(&text).expect("block splits");
-    recover_slices(&text, &ranges)
+    recover_slices(&text, &ranges, false)
 }
 
 fn from_of(v: &Value) -> String {

@@ -73,3 +73,26 @@ pub fn recent_mainnet() -> Vec<Value> {
         })
         .collect()
 }
+
+/// A gzip-compressed JSON fixture, by its path under `tests/fixtures/`.
+pub fn json(path: &str) -> Value {
+    serde_json::from_str(&gunzip(&dir().join(path))).expect("fixture is JSON")
+}
+
+/// The five real receipt sets, as `(block name, block, receipts)`.
+pub fn receipt_sets() -> Vec<(&'static str, Value, Value)> {
+    let blocks = blocks();
+    [
+        "mainnet-47218",
+        "mainnet-483920",
+        "mainnet-1755635",
+        "mainnet-17000000",
+        "mainnet-18000000",
+    ]
+    .into_iter()
+    .map(|name| {
+        let block = blocks.iter().find(|(n, _)| n == name).unwrap().1.clone();
+        (name, block, json(&format!("receipts/{name}.json.gz")))
+    })
+    .collect()
+}

@@ -126,6 +126,7 @@ impl MemoryChain {
                 parent_hash,
                 timestamp: 1_700_000_000 + number * 12,
                 logs_bloom: None,
+                fields: None,
             },
             txs: (0..s.txs_per_block)
                 .map(|i| (first + i) % self.txs.len())

@@ -1,0 +1,115 @@
+//! The block hash rebuilt from the header fields: keccak256 of the header's
+//! RLP list, whose shape each fork extended (London's base fee, Shanghai's
+//! withdrawals root, Cancun's blob gas and beacon root, Prague's requests
+//! hash) and whose seal is proof of work's (mix hash, nonce) or, on Gnosis
+//! before its merge, Aura's (step, signature). Pure; no I/O.
+//!
+//! The shape follows the fields the node sent, as a node decoding a header
+//! does, not a fork schedule: any field added, dropped or changed changes
+//! the hash, so a header that hashes to its `hash` is the header that was
+//! sealed, whatever chain it is on.
+
+use alloy_rlp::{Encodable, Header};
+
+use super::Failure;
+use crate::decode::{BlockHeader, HeaderFields, Seal, keccak};
+
+/// keccak256 of `header`'s RLP encoding.
+pub fn header_hash(header: &BlockHeader) -> Result<[u8; 32], Failure> {
+    let n = header.number;
+    let f = fields(header)?;
+    let bloom = header
+        .logs_bloom
+        .as_deref()
+        .ok_or_else(|| Failure::missing(n, "logsBloom"))?;
+    let mut body = Vec::with_capacity(640 + f.extra_data.len());
+    header.parent_hash.encode(&mut body);
+    f.ommers_hash.encode(&mut body);
+    f.beneficiary.encode(&mut body);
+    f.state_root.encode(&mut body);
+    f.transactions_root.encode(&mut body);
+    f.receipts_root.encode(&mut body);
+    bloom.encode(&mut body);
+    f.difficulty.minimal().encode(&mut body);
+    n.encode(&mut body);
+    f.gas_limit.minimal().encode(&mut body);
+    f.gas_used.minimal().encode(&mut body);
+    header.timestamp.encode(&mut body);
+    f.extra_data.as_slice().encode(&mut body);
+    match &f.seal {
+        Seal::Pow { mix_hash, nonce } => {
+            mix_hash.encode(&mut body);
+            nonce.encode(&mut body);
+        }
+        Seal::Aura { step, signature } => {
+            step.minimal().encode(&mut body);
+            signature.as_slice().encode(&mut body);
+        }
+    }
+    // Each later fork's fields, in order; one may only follow another.
+    let tail: [(&str, Option<&[u8]>, bool); 6] = [
+        (
+            "baseFeePerGas",
+            f.base_fee_per_gas.as_ref().map(|v| v.minimal()),
+            true,
+        ),
+        (
+            "withdrawalsRoot",
+            f.withdrawals_root.as_ref().map(|h| &h[..]),
+            false,
+        ),
+        (
+            "blobGasUsed",
+            f.blob_gas_used.as_ref().map(|v| v.minimal()),
+            true,
+        ),
+        (
+            "excessBlobGas",
+            f.excess_blob_gas.as_ref().map(|v| v.minimal()),
+            true,
+        ),
+        (
+            "parentBeaconBlockRoot",
+            f.parent_beacon_block_root.as_ref().map(|h| &h[..]),
+            false,
+        ),
+        (
+            "requestsHash",
+            f.requests_hash.as_ref().map(|h| &h[..]),
+            false,
+        ),
+    ];
+    let present = tail.iter().rposition(|(_, v, _)| v.is_some());
+    for (i, (name, value, _)) in tail.iter().enumerate() {
+        match value {
+            Some(v) => v.encode(&mut body),
+            None if present.is_some_and(|last| i < last) => {
+                return Err(Failure::new(
+                    n,
+                    *name,
+                    "missing",
+                    format!("a header with {} must have it", tail[present.unwrap()].0),
+                ));
+            }
+            None => break,
+        }
+    }
+    let mut head = Vec::with_capacity(4);
+    Header {
+        list: true,
+        payload_length: body.len(),
+    }
+    .encode(&mut head);
+    Ok(keccak(&[&head, &body]))
+}
+
+/// The hashed fields of `header`, or a failure saying the node sent too
+/// few to verify the block.
+pub fn fields(header: &BlockHeader) -> Result<&HeaderFields, Failure> {
+    header.fields.as_deref().ok_or_else(|| {
+        Failure::missing(
+            header.number,
+            "header fields (stateRoot, transactionsRoot, receiptsRoot, …)",
+        )
+    })
+}

@@ -1,0 +1,500 @@
+//! Verification: every block is recomputed from what it contains, as a
+//! full node does, instead of taken on the RPC's word. Transaction hashes
+//! from their signed encodings, the transactions, receipts and withdrawals
+//! roots from their tries, the logs bloom from the logs, the block hash
+//! from the header fields, and (in `anchors`) the chain of parent hashes
+//! back to a block the user trusts. A block that passes is bound by hashes
+//! to its header, and the header to the trusted block: no field of it
+//! can be changed, dropped, reordered or invented without a failure here.
+//!
+//! Pure: values in, a [`Failure`] out. It fetches nothing and writes
+//! nothing; what to do about a failure (fetch the block again, stop the
+//! run) is the pipeline's. The per-transaction and per-receipt work
+//! ([`tx_proof`], [`receipt_proof`]) runs on the recovery threads with
+//! decoding; [`check_block`] puts a block's pieces together.
+//!
+//! * `header`: the block hash rebuilt for the header's fork and seal.
+//! * `roots`: the ordered tries and the receipt and withdrawal encodings.
+//! * `anchors`: trusted blocks, given and built in.
+
+mod anchors;
+mod header;
+mod roots;
+
+pub use anchors::{Anchor, AnchorOrigin, Anchors, builtin_genesis};
+pub use header::header_hash;
+pub use roots::{ordered_root, receipt_encoding, withdrawals_root};
+
+use crate::decode::{B256, BlockHeader, Bloom, Log, PayloadError, Receipt, Tx, U256, hex0x};
+use crate::decode::{bloom_may_contain, keccak};
+
+/// How far blocks are verified (`verify` in the settings, `--verify`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Level {
+    /// Everything this module checks.
+    #[default]
+    Full,
+    /// Nothing: blocks are stored as the node sent them (chains whose
+    /// headers this module does not know).
+    Off,
+}
+
+impl Level {
+    /// As the `blocks.verified` column and `status` name it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Level::Full => "full",
+            Level::Off => "off",
+        }
+    }
+}
+
+/// A block whose contents do not give what the node says they give.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("block {block}: {field} does not verify: the node says {node}, {computed}")]
+pub struct Failure {
+    pub block: u64,
+    /// What failed, as a user finds it in the JSON: `hash`,
+    /// `transactionsRoot`, `tx 3 hash`, `receipt 5 logsBloom`, …
+    pub field: String,
+    /// What the node said.
+    pub node: String,
+    /// What the block's own contents give instead.
+    pub computed: String,
+}
+
+impl Failure {
+    pub fn new(
+        block: u64,
+        field: impl Into<String>,
+        node: impl Into<String>,
+        computed: impl Into<String>,
+    ) -> Failure {
+        Failure {
+            block,
+            field: field.into(),
+            node: node.into(),
+            computed: computed.into(),
+        }
+    }
+
+    /// The node left out a field that verification needs.
+    pub fn missing(block: u64, field: impl Into<String>) -> Failure {
+        Failure::new(
+            block,
+            field,
+            "nothing (the field is missing)",
+            "it is needed to verify the block; set verify = \"off\" for a chain whose blocks lack it",
+        )
+    }
+
+    fn hashes(
+        block: u64,
+        field: impl Into<String>,
+        node: &[u8],
+        computed: &[u8],
+        what: &str,
+    ) -> Failure {
+        Failure::new(
+            block,
+            field,
+            hex0x(node),
+            format!("{what} give {}", hex0x(computed)),
+        )
+    }
+}
+
+/// A transaction's signed encoding and its hash, computed on a recovery
+/// thread.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TxProof {
+    pub hash: B256,
+    /// Dropped once the transactions root is checked.
+    pub encoding: Vec<u8>,
+}
+
+/// `tx`'s signed encoding and hash.
+pub fn tx_proof(tx: &Tx) -> Result<TxProof, PayloadError> {
+    let encoding = tx.signed_encoding()?;
+    Ok(TxProof {
+        hash: keccak(&[&encoding]),
+        encoding,
+    })
+}
+
+/// A receipt's consensus encoding and the bloom of its logs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReceiptProof {
+    pub encoding: Vec<u8>,
+    pub bloom: Box<Bloom>,
+}
+
+/// `r`'s consensus encoding and bloom, or the name of the field it lacks.
+pub fn receipt_proof(r: &Receipt) -> Result<ReceiptProof, &'static str> {
+    let (encoding, bloom) = receipt_encoding(r)?;
+    Ok(ReceiptProof {
+        encoding,
+        bloom: Box::new(bloom),
+    })
+}
+
+/// One transaction of a block as [`check_block`] sees it.
+pub struct TxParts<'a> {
+    pub tx: &'a Tx,
+    pub proof: &'a Result<TxProof, PayloadError>,
+    /// The recovered sender, when it was recovered.
+    pub sender: Option<&'a [u8; 20]>,
+    /// Its receipt and the receipt's proof, when receipts are fetched.
+    pub receipt: Option<(&'a Receipt, &'a Result<ReceiptProof, &'static str>)>,
+}
+
+/// Checks a whole block against its header and the header against its
+/// hash. `logs` are the block's logs from `eth_getLogs` (then there are
+/// no receipts), each of which must be in the header's bloom.
+pub fn check_block(
+    header: &BlockHeader,
+    txs: &[TxParts<'_>],
+    logs: Option<&[Log]>,
+) -> Result<(), Failure> {
+    let n = header.number;
+    let fields = header::fields(header)?;
+    let mut encodings = Vec::with_capacity(txs.len());
+    for (i, p) in txs.iter().enumerate() {
+        check_tx(header, i, p)?;
+        if let Ok(proof) = p.proof {
+            encodings.push(proof.encoding.as_slice());
+        }
+    }
+    let root = ordered_root(&encodings);
+    if root != fields.transactions_root {
+        return Err(Failure::hashes(
+            n,
+            "transactionsRoot",
+            &fields.transactions_root,
+            &root,
+            &format!("the {} transactions", txs.len()),
+        ));
+    }
+    match (&fields.withdrawals, &fields.withdrawals_root) {
+        (Some(ws), Some(node)) => {
+            let root = withdrawals_root(ws);
+            if root != *node {
+                return Err(Failure::hashes(
+                    n,
+                    "withdrawalsRoot",
+                    node,
+                    &root,
+                    &format!("the {} withdrawals", ws.len()),
+                ));
+            }
+        }
+        (None, Some(_)) => return Err(Failure::missing(n, "withdrawals")),
+        (Some(_), None) => return Err(Failure::missing(n, "withdrawalsRoot")),
+        (None, None) => {}
+    }
+    if txs.iter().all(|p| p.receipt.is_some()) {
+        check_receipts(header, fields.receipts_root, txs)?;
+    }
+    // Last: a changed root is named above rather than as a changed hash.
+    let computed = header_hash(header)?;
+    if computed != header.hash {
+        return Err(Failure::hashes(
+            n,
+            "hash",
+            &header.hash,
+            &computed,
+            "the header's fields",
+        ));
+    }
+    if let Some(logs) = logs {
+        let bloom = header
+            .logs_bloom
+            .as_deref()
+            .ok_or_else(|| Failure::missing(n, "logsBloom"))?;
+        for log in logs {
+            let items = std::iter::once(&log.address[..]).chain(log.topics.iter().map(|t| &t[..]));
+            for item in items {
+                if !bloom_may_contain(bloom, item) {
+                    return Err(Failure::new(
+                        n,
+                        format!("log {}", log.log_index),
+                        format!(
+                            "a log of {} with {} topics",
+                            hex0x(&log.address),
+                            log.topics.len()
+                        ),
+                        format!("the header's logsBloom does not hold {}", hex0x(item)),
+                    ));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// What a transaction says about itself against its encoding and place.
+fn check_tx(header: &BlockHeader, i: usize, p: &TxParts<'_>) -> Result<(), Failure> {
+    let n = header.number;
+    let tx = p.tx;
+    let proof = match p.proof {
+        Ok(proof) => proof,
+        Err(e) => {
+            return Err(Failure::new(
+                n,
+                format!("tx {i}"),
+                format!("a transaction of type {}", tx.tx_type),
+                format!("it cannot be encoded: {e}"),
+            ));
+        }
+    };
+    let node_hash = tx
+        .hash
+        .ok_or_else(|| Failure::missing(n, format!("tx {i} hash")))?;
+    if proof.hash != node_hash {
+        return Err(Failure::hashes(
+            n,
+            format!("tx {i} hash"),
+            &node_hash,
+            &proof.hash,
+            "its signed fields",
+        ));
+    }
+    let at = |field: &str| format!("tx {i} ({}) {field}", hex0x(&node_hash));
+    if let Some(h) = tx.block_hash.filter(|h| *h != header.hash) {
+        return Err(Failure::hashes(
+            n,
+            at("blockHash"),
+            &h,
+            &header.hash,
+            "the block's fields",
+        ));
+    }
+    if let Some(b) = tx.block_number.filter(|b| *b != n) {
+        return Err(Failure::new(
+            n,
+            at("blockNumber"),
+            b.to_string(),
+            format!("it is in block {n}"),
+        ));
+    }
+    if let Some(x) = tx.index.filter(|x| *x != i as u64) {
+        return Err(Failure::new(
+            n,
+            at("transactionIndex"),
+            x.to_string(),
+            format!("it is at index {i}"),
+        ));
+    }
+    // A legacy transaction's `chainId` and `yParity` are not hashed: when
+    // `v` encodes a chain (EIP-155) they must repeat what it says. (Before
+    // EIP-155 nodes send all sorts of `chainId`; it is not stored.)
+    if let (0, Some(v)) = (tx.tx_type, tx.v) {
+        if let Some(id) = Tx::eip155_chain_id(&v) {
+            if let Some(c) = tx.chain_id.filter(|c| *c != id) {
+                return Err(Failure::new(
+                    n,
+                    at("chainId"),
+                    c.to_decimal(),
+                    format!("v gives chain {}", id.to_decimal()),
+                ));
+            }
+            let parity = U256::from_u64(u64::from(1 - (v.0[31] & 1)));
+            if let Some(p) = tx.y_parity.filter(|p| *p != parity) {
+                return Err(Failure::new(
+                    n,
+                    at("yParity"),
+                    p.to_decimal(),
+                    format!("v gives {}", parity.to_decimal()),
+                ));
+            }
+        }
+    }
+    // A typed transaction's `v` is not hashed: it must repeat `yParity`.
+    if let (true, Some(v), Some(p)) = (tx.tx_type != 0, tx.v, tx.y_parity) {
+        if v != p {
+            return Err(Failure::new(
+                n,
+                at("v"),
+                v.to_decimal(),
+                format!("yParity is {}", p.to_decimal()),
+            ));
+        }
+    }
+    // The fee-market transactions' `gasPrice` is not hashed either: it is
+    // the price paid, min(maxFeePerGas, baseFee + maxPriorityFeePerGas).
+    if let (Some(paid), Some(expected)) = (tx.gas_price, effective_price(header, tx)) {
+        if tx.tx_type >= 2 && paid != expected {
+            return Err(Failure::new(
+                n,
+                at("gasPrice"),
+                paid.to_decimal(),
+                format!("its fees and the base fee give {}", expected.to_decimal()),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The price per gas `tx` paid: its `gasPrice` (legacy, access-list), or
+/// min(maxFeePerGas, baseFee + maxPriorityFeePerGas). `None` when a field
+/// it needs is absent.
+fn effective_price(header: &BlockHeader, tx: &Tx) -> Option<U256> {
+    if tx.tx_type < 2 {
+        return tx.gas_price;
+    }
+    let base = header.fields.as_ref()?.base_fee_per_gas?;
+    let (cap, tip) = (tx.max_fee_per_gas?, tx.max_priority_fee_per_gas?);
+    Some(add(&base, &tip).map_or(cap, |sum| sum.min(cap)))
+}
+
+/// a + b, or `None` on overflow.
+fn add(a: &U256, b: &U256) -> Option<U256> {
+    let mut out = [0u8; 32];
+    let mut carry = 0u16;
+    for i in (0..32).rev() {
+        let s = u16::from(a.0[i]) + u16::from(b.0[i]) + carry;
+        out[i] = s as u8;
+        carry = s >> 8;
+    }
+    (carry == 0).then_some(U256(out))
+}
+
+/// The receipts against the header (root, bloom) and against their
+/// transactions (gas used, price paid, created address).
+fn check_receipts(
+    header: &BlockHeader,
+    node_root: B256,
+    txs: &[TxParts<'_>],
+) -> Result<(), Failure> {
+    let n = header.number;
+    let mut encodings = Vec::with_capacity(txs.len());
+    let mut bloom = [0u8; 256];
+    let mut cumulative = 0u64;
+    for (i, p) in txs.iter().enumerate() {
+        let Some((r, proof)) = p.receipt else {
+            continue;
+        };
+        let proof = proof
+            .as_ref()
+            .map_err(|field| Failure::missing(n, format!("receipt {i} {field}")))?;
+        if let Some(node) = r.logs_bloom.as_deref().filter(|b| **b != *proof.bloom) {
+            return Err(Failure::hashes(
+                n,
+                format!("receipt {i} logsBloom"),
+                node,
+                &proof.bloom[..],
+                "its logs",
+            ));
+        }
+        for (b, x) in bloom.iter_mut().zip(proof.bloom.iter()) {
+            *b |= x;
+        }
+        encodings.push(proof.encoding.as_slice());
+        // Gas used is not in the trie; the cumulative gas is.
+        let total = r.cumulative_gas_used.unwrap_or_default();
+        let used = total.checked_sub(cumulative);
+        if let Some(g) = r.gas_used.filter(|g| Some(*g) != used) {
+            return Err(Failure::new(
+                n,
+                format!("receipt {i} gasUsed"),
+                g.to_string(),
+                format!(
+                    "the cumulative gas gives {}",
+                    used.map_or("less than the receipt before".into(), |u| u.to_string())
+                ),
+            ));
+        }
+        cumulative = total;
+        if let (Some(paid), Some(expected)) = (r.effective_gas_price, effective_price(header, p.tx))
+        {
+            if paid != expected {
+                return Err(Failure::new(
+                    n,
+                    format!("receipt {i} effectiveGasPrice"),
+                    paid.to_decimal(),
+                    format!("the transaction's fees give {}", expected.to_decimal()),
+                ));
+            }
+        }
+        if let Some(node) = r.contract_address {
+            let expected = match (p.tx.to, p.sender, p.tx.nonce) {
+                (None, Some(sender), Some(nonce)) => Some(create_address(sender, nonce)),
+                (None, _, _) => None, // no sender to derive it from
+                (Some(_), _, _) => {
+                    return Err(Failure::new(
+                        n,
+                        format!("receipt {i} contractAddress"),
+                        hex0x(&node),
+                        "the transaction is a call, not a creation",
+                    ));
+                }
+            };
+            if let Some(expected) = expected.filter(|e| *e != node) {
+                return Err(Failure::hashes(
+                    n,
+                    format!("receipt {i} contractAddress"),
+                    &node,
+                    &expected,
+                    "the sender and nonce",
+                ));
+            }
+        }
+    }
+    let root = ordered_root(&encodings);
+    if root != node_root {
+        return Err(Failure::hashes(
+            n,
+            "receiptsRoot",
+            &node_root,
+            &root,
+            &format!("the {} receipts", encodings.len()),
+        ));
+    }
+    let node_bloom = header
+        .logs_bloom
+        .as_deref()
+        .ok_or_else(|| Failure::missing(n, "logsBloom"))?;
+    if *node_bloom != bloom {
+        return Err(Failure::hashes(
+            n,
+            "logsBloom",
+            node_bloom,
+            &bloom,
+            "the receipts' logs",
+        ));
+    }
+    Ok(())
+}
+
+/// The address a creation by `sender` at `nonce` deploys to:
+/// keccak256(rlp([sender, nonce]))[12..].
+fn create_address(sender: &[u8; 20], nonce: u64) -> [u8; 20] {
+    use alloy_rlp::{Encodable, Header};
+    let mut out = Vec::with_capacity(32);
+    Header {
+        list: true,
+        payload_length: sender.length() + nonce.length(),
+    }
+    .encode(&mut out);
+    sender.encode(&mut out);
+    nonce.encode(&mut out);
+    keccak(&[&out])[12..].try_into().expect("20 bytes")
+}
+
+/// Log indexes of a block's receipts run 0, 1, 2, … across the block:
+/// `next` is the index the first log of this receipt must have.
+pub fn check_log_indexes(block: u64, i: usize, r: &Receipt, next: &mut u64) -> Result<(), Failure> {
+    for log in &r.logs {
+        if log.log_index != *next {
+            return Err(Failure::new(
+                block,
+                format!("receipt {i} logIndex"),
+                log.log_index.to_string(),
+                format!("the logs before it give {next}"),
+            ));
+        }
+        *next += 1;
+    }
+    Ok(())
+}

@@ -1,0 +1,106 @@
+//! The Merkle-Patricia roots a header commits to, rebuilt from what the
+//! block holds: the transactions trie from each transaction's signed
+//! encoding, the receipts trie from each receipt's consensus encoding
+//! (status or pre-Byzantium state root, cumulative gas, bloom, logs; typed
+//! receipts prefixed with their type), and the withdrawals trie. The tries
+//! are `alloy-trie`'s, as reth's; the encodings are built here with
+//! `alloy-rlp`. Pure; no I/O.
+
+use alloy_rlp::{BufMut, EMPTY_STRING_CODE, Encodable, Header};
+
+use crate::decode::{B256, Bloom, Log, Receipt, Withdrawal, bloom_add};
+
+/// The root of the ordered trie (key: RLP of the index) of `items`, each
+/// already encoded.
+pub fn ordered_root<T: AsRef<[u8]>>(items: &[T]) -> B256 {
+    alloy_trie::root::ordered_trie_root_encoded(items).0
+}
+
+/// A receipt as the receipts trie holds it, and its bloom, rebuilt from
+/// its logs (the node's own `logsBloom` is only compared with it). `None`
+/// when the receipt lacks a field the encoding needs (which is named).
+pub fn receipt_encoding(r: &Receipt) -> Result<(Vec<u8>, Bloom), &'static str> {
+    let cumulative = r.cumulative_gas_used.ok_or("cumulativeGasUsed")?;
+    let mut bloom = [0u8; 256];
+    for log in &r.logs {
+        bloom_add(&mut bloom, &log.address);
+        for t in &log.topics {
+            bloom_add(&mut bloom, t);
+        }
+    }
+    let mut body = Vec::with_capacity(300 + r.logs.iter().map(log_len).sum::<usize>());
+    match (&r.status, &r.root) {
+        (Some(1), _) => 1u8.encode(&mut body),
+        (Some(_), _) => body.put_u8(EMPTY_STRING_CODE),
+        (None, Some(root)) => root.as_slice().encode(&mut body),
+        (None, None) => return Err("status"),
+    }
+    cumulative.encode(&mut body);
+    bloom.encode(&mut body);
+    let logs_len: usize = r.logs.iter().map(log_len).sum();
+    Header {
+        list: true,
+        payload_length: logs_len,
+    }
+    .encode(&mut body);
+    for log in &r.logs {
+        encode_log(log, &mut body);
+    }
+    let mut out = Vec::with_capacity(body.len() + 6);
+    if r.tx_type != 0 {
+        out.put_u8(r.tx_type);
+    }
+    Header {
+        list: true,
+        payload_length: body.len(),
+    }
+    .encode(&mut out);
+    out.extend_from_slice(&body);
+    Ok((out, bloom))
+}
+
+fn log_payload_len(log: &Log) -> usize {
+    log.address.length() + log.topics.length() + log.data.as_slice().length()
+}
+
+fn log_len(log: &Log) -> usize {
+    let p = log_payload_len(log);
+    p + alloy_rlp::length_of_length(p)
+}
+
+fn encode_log(log: &Log, out: &mut Vec<u8>) {
+    Header {
+        list: true,
+        payload_length: log_payload_len(log),
+    }
+    .encode(out);
+    log.address.encode(out);
+    log.topics.encode(out);
+    log.data.as_slice().encode(out);
+}
+
+/// The withdrawals root (EIP-4895): the ordered trie of
+/// `rlp([index, validatorIndex, address, amount])`.
+pub fn withdrawals_root(ws: &[Withdrawal]) -> B256 {
+    let encoded: Vec<Vec<u8>> = ws
+        .iter()
+        .map(|w| {
+            let payload = w.index.length()
+                + w.validator_index.length()
+                + w.address.length()
+                + w.amount.length();
+            let mut out = Vec::with_capacity(payload + 2);
+            Header {
+                list: true,
+                payload_length: payload,
+            }
+            .encode(&mut out);
+            w.index.encode(&mut out);
+            w.validator_index.encode(&mut out);
+            w.address.encode(&mut out);
+            w.amount.encode(&mut out);
+            out
+        })
+        .collect();
+    ordered_root(&encoded)
+}
