@@ -17,6 +17,9 @@
 //!   signing hashes; no I/O, no crypto context.
 //! * [`recover`] owns the one process-wide secp256k1 context and the bounded
 //!   worker pool; no async, no SQL.
+//! * [`verify`] recomputes each block (transaction hashes, the tries, the
+//!   bloom, the header hash) and checks it against its trust anchors; pure,
+//!   called by the pipeline between recovery and the store.
 //! * [`store`] owns every SQL statement; it does not know about RPC.
 //! * [`pipeline`] wires the stages with bounded channels and handles
 //!   checkpoints, reorgs and shutdown. It reaches the chain through a

@@ -2,6 +2,8 @@
 //! polling: with a poll interval of a minute, a block the node announces
 //! must be indexed within seconds. Real mainnet blocks from the test
 //! JSON-RPC server, headers pushed by a soketto WebSocket server.
+//!
+//! Its blocks are synthetic (not sealed): `--verify off`.
 
 use std::time::Duration;
 
@@ -27,7 +29,15 @@ async fn follow_indexes_a_block_as_soon_as_new_heads_announces_it() {
     let ws = WsHeads::start().await.unwrap();
     let (pool, url) = pg::fresh_db().await;
     let from = FIRST.to_string();
-    let args = ["--poll-interval-ms", "60000", "follow", "--from", &from];
+    let args = [
+        "--poll-interval-ms",
+        "60000",
+        "follow",
+        "--verify",
+        "off",
+        "--from",
+        &from,
+    ];
     let mut cmd = indexer::command(&server.url(), &url, &args);
     cmd.env("WS_URL", ws.url()).env("RUST_LOG", "info");
     let mut run = Running::start(cmd);
