@@ -113,3 +113,35 @@ pub fn fields(header: &BlockHeader) -> Result<&HeaderFields, Failure> {
         )
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mainnet_genesis_hashes_to_the_built_in_anchor() {
+        // Mainnet block 0's header, field by field (geth's genesis).
+        let z32 = format!("0x{}", "00".repeat(32));
+        let empty_trie = "0x56e81f171bcc55a6ff8345e692c0f86e5b48e01b996cadc001622fb5e363b421";
+        let genesis = serde_json::json!({
+            "number": "0x0", "hash": z32, "parentHash": z32, "timestamp": "0x0",
+            "sha3Uncles": "0x1dcc4de8dec75d7aab85b567b6ccd41ad312451b948a7413f0a142fd40d49347",
+            "miner": format!("0x{}", "00".repeat(20)),
+            "stateRoot": "0xd7f8974fb5ac78d9ac099b9ad5018bedc2ce0a72dad1827a1709da30580f0544",
+            "transactionsRoot": empty_trie, "receiptsRoot": empty_trie,
+            "logsBloom": format!("0x{}", "00".repeat(256)),
+            "difficulty": "0x400000000", "gasLimit": "0x1388", "gasUsed": "0x0",
+            "extraData": "0x11bbe8db4e347b4e8c937c1c8370e4b5ed33adb3db69cbdb7a38e1e50b1b82fa",
+            "mixHash": z32, "nonce": "0x0000000000000042",
+        });
+        let header = BlockHeader::from_value(&genesis).unwrap();
+        let want = crate::verify::builtin_genesis(1).unwrap().hash;
+        assert_eq!(header_hash(&header).unwrap(), want);
+        // A later fork's field without the ones before it is refused.
+        let mut late = genesis.clone();
+        late["withdrawalsRoot"] = serde_json::json!(empty_trie);
+        late["requestsHash"] = serde_json::json!(empty_trie);
+        let err = header_hash(&BlockHeader::from_value(&late).unwrap()).unwrap_err();
+        assert_eq!(err.field, "baseFeePerGas", "{err}");
+    }
+}

@@ -309,7 +309,7 @@ fn flip_receipts(name: &str, block: &Value, receipts: &Value) -> usize {
 /// that block is stored.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn anvil_blocks_verify_and_link_to_a_trusted_genesis() {
-    use crate::support::anvil::{Anvil, TxKind, hex_u64};
+    use crate::support::anvil::{Anvil, TxKind};
     use crate::support::{indexer, pg};
 
     let anvil = Anvil::start().await;
@@ -330,20 +330,15 @@ async fn anvil_blocks_verify_and_link_to_a_trusted_genesis() {
     let genesis = anvil.block(0).await["hash"].as_str().unwrap().to_string();
     let (pool, url) = pg::fresh_db().await;
     let trusted = format!("0:{genesis}");
-    let out = indexer::run_ok(
-        anvil.url(),
-        &url,
-        &[
-            "backfill",
-            "--from",
-            "0",
-            "--to",
-            "latest",
-            "--trusted-block",
-            &trusted,
-        ],
-    );
+    let head_arg = head.to_string();
+    let backfill = |db: &str, extra: &[&str]| {
+        let mut args = vec!["backfill", "--from", "0", "--to", &head_arg];
+        args.extend_from_slice(extra);
+        indexer::run(anvil.url(), db, &args)
+    };
+    let out = backfill(&url, &["--trusted-block", &trusted]);
     let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
     assert!(!stderr.contains("does not verify"), "{stderr}");
     let verified: Vec<(i64, Option<String>)> =
         sqlx::query_as("SELECT number, verified FROM blocks ORDER BY number")
@@ -376,19 +371,7 @@ async fn anvil_blocks_verify_and_link_to_a_trusted_genesis() {
     // both hashes.
     let (_, other) = pg::fresh_db().await;
     let wrong = format!("1:0x{}", "ab".repeat(32));
-    let out = indexer::run(
-        anvil.url(),
-        &other,
-        &[
-            "backfill",
-            "--from",
-            "0",
-            "--to",
-            "latest",
-            "--trusted-block",
-            &wrong,
-        ],
-    );
+    let out = backfill(&other, &["--trusted-block", &wrong]);
     let err = String::from_utf8_lossy(&out.stderr);
     let node_hash = anvil.block(1).await["hash"].as_str().unwrap().to_string();
     assert!(!out.status.success());
@@ -444,5 +427,4 @@ async fn anvil_blocks_verify_and_link_to_a_trusted_genesis() {
         stored as u64, blob_block,
         "every block below the blob block, none of it"
     );
-    let _ = hex_u64;
 }
