@@ -47,42 +47,20 @@ pub fn header_hash(header: &BlockHeader) -> Result<[u8; 32], Failure> {
         }
     }
     // Each later fork's fields, in order; one may only follow another.
-    let tail: [(&str, Option<&[u8]>, bool); 6] = [
-        (
-            "baseFeePerGas",
-            f.base_fee_per_gas.as_ref().map(|v| v.minimal()),
-            true,
-        ),
-        (
-            "withdrawalsRoot",
-            f.withdrawals_root.as_ref().map(|h| &h[..]),
-            false,
-        ),
-        (
-            "blobGasUsed",
-            f.blob_gas_used.as_ref().map(|v| v.minimal()),
-            true,
-        ),
-        (
-            "excessBlobGas",
-            f.excess_blob_gas.as_ref().map(|v| v.minimal()),
-            true,
-        ),
-        (
-            "parentBeaconBlockRoot",
-            f.parent_beacon_block_root.as_ref().map(|h| &h[..]),
-            false,
-        ),
-        (
-            "requestsHash",
-            f.requests_hash.as_ref().map(|h| &h[..]),
-            false,
-        ),
+    let quantity = |v: &Option<crate::decode::U256>| v.as_ref().map(|v| v.minimal().to_vec());
+    let hash = |h: &Option<[u8; 32]>| h.map(|h| h.to_vec());
+    let tail: [(&str, Option<Vec<u8>>); 6] = [
+        ("baseFeePerGas", quantity(&f.base_fee_per_gas)),
+        ("withdrawalsRoot", hash(&f.withdrawals_root)),
+        ("blobGasUsed", quantity(&f.blob_gas_used)),
+        ("excessBlobGas", quantity(&f.excess_blob_gas)),
+        ("parentBeaconBlockRoot", hash(&f.parent_beacon_block_root)),
+        ("requestsHash", hash(&f.requests_hash)),
     ];
-    let present = tail.iter().rposition(|(_, v, _)| v.is_some());
-    for (i, (name, value, _)) in tail.iter().enumerate() {
+    let present = tail.iter().rposition(|(_, v)| v.is_some());
+    for (i, (name, value)) in tail.iter().enumerate() {
         match value {
-            Some(v) => v.encode(&mut body),
+            Some(v) => v.as_slice().encode(&mut body),
             None if present.is_some_and(|last| i < last) => {
                 return Err(Failure::new(
                     n,
