@@ -428,3 +428,37 @@ async fn anvil_blocks_verify_and_link_to_a_trusted_genesis() {
         "every block below the blob block, none of it"
     );
 }
+
+/// The built-in genesis of a known chain anchors a range from block 0: a
+/// node that claims mainnet's chain id but serves another block 0 is
+/// refused before anything is stored, naming both hashes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_known_chain_id_anchors_block_0_to_its_built_in_genesis() {
+    use crate::support::rpc_server::{RpcServer, synthetic_block};
+    use crate::support::{indexer, pg};
+
+    let blocks: Vec<Value> = (0..3).map(|n| synthetic_block(n, 1)).collect();
+    let served = blocks[0]["hash"].as_str().unwrap().to_string();
+    let server = RpcServer::start(blocks).await.unwrap();
+    server.set_chain_id(1);
+    let (pool, url) = pg::fresh_db().await;
+    let out = indexer::run(
+        &server.url(),
+        &url,
+        &["backfill", "--from", "0", "--to", "2"],
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    let mainnet = "0xd4e56740f876aef8c010b86a40d5f56745a118d0906a34e69aec8c0db1cb8fa3";
+    assert!(
+        err.contains(&format!(
+            "block 0: the node's block hash is {served}, but mainnet genesis block 0 ({mainnet})"
+        )),
+        "{err}"
+    );
+    let stored: i64 = sqlx::query_scalar("SELECT count(*) FROM blocks")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(stored, 0);
+}
