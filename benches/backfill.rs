@@ -46,7 +46,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context as _, bail, ensure};
 use nix::libc;
 use rpc_server::RpcServer;
-use sender_indexer::decode::{B256, BlockHeader, Bloom, Receipt, Tx, hex0x, keccak};
+use sender_indexer::decode::{B256, BlockHeader, Bloom, BloomCache, Receipt, Tx, hex0x, keccak};
 use sender_indexer::recover::recover_tx;
 use sender_indexer::verify::{header_hash, ordered_root, receipt_proof};
 use serde_json::{Value, json};
@@ -102,11 +102,12 @@ fn renumber(
 fn receipts_roots(text: &str) -> (B256, Bloom) {
     let list: Vec<&serde_json::value::RawValue> = serde_json::from_str(text).expect("receipts");
     let mut bloom = [0u8; 256];
+    let mut cache = BloomCache::default();
     let encodings: Vec<Vec<u8>> = list
         .iter()
         .map(|r| {
             let r = Receipt::from_json(r.get()).expect("generated receipt decodes");
-            let proof = receipt_proof(&r).expect("generated receipt encodes");
+            let proof = receipt_proof(&r, &mut cache).expect("generated receipt encodes");
             for (b, x) in bloom.iter_mut().zip(proof.bloom.iter()) {
                 *b |= x;
             }

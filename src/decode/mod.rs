@@ -33,7 +33,7 @@ mod tx;
 pub use block::{
     BlockHeader, BlockWire, HeaderFields, RawBlock, RawReceipts, Seal, Withdrawal, split_block,
 };
-pub use bloom::{Bloom, bloom_add, bloom_may_contain};
+pub use bloom::{Bloom, BloomCache, bloom_add, bloom_may_contain};
 pub use event::{ColumnKind, EventSpec, Param, SignatureError, Value};
 pub use hex::{DecodeError, U256, hex0x, parse_bytes, parse_fixed, parse_u64, parse_u256};
 pub use receipt::{Log, Receipt, logs_from_json, receipts_from_slices};

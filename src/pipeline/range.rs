@@ -35,7 +35,8 @@ use tokio::sync::{mpsc, oneshot};
 use super::{Ctx, receipts};
 use crate::config::LogsSettings;
 use crate::decode::{
-    BlockHeader, DecodeError, Log, PayloadError, RawBlock, Receipt, hex0x, receipts_from_slices,
+    BlockHeader, BloomCache, DecodeError, Log, PayloadError, RawBlock, Receipt, hex0x,
+    receipts_from_slices,
 };
 use crate::metrics::Metrics;
 use crate::recover::{RecoveredBlock, RecoveredTx, recover_slices};
@@ -87,12 +88,13 @@ fn chunk_job(
     receipts: Option<(&str, &[std::ops::Range<usize>])>,
     prove: bool,
 ) -> ChunkResult {
+    let mut cache = BloomCache::default();
     let decoded = match receipts {
         Some((text, ranges)) => receipts_from_slices(text, ranges)
             .into_iter()
             .map(|r| {
                 r.map(|r| {
-                    let proof = prove.then(|| verify::receipt_proof(&r));
+                    let proof = prove.then(|| verify::receipt_proof(&r, &mut cache));
                     (r, proof)
                 })
             })

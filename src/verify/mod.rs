@@ -25,7 +25,9 @@ pub use anchors::{Anchor, AnchorOrigin, Anchors, builtin_genesis};
 pub use header::header_hash;
 pub use roots::{ordered_root, receipt_encoding, withdrawals_root};
 
-use crate::decode::{B256, BlockHeader, Bloom, Log, PayloadError, Receipt, Tx, U256, hex0x};
+use crate::decode::{
+    B256, BlockHeader, Bloom, BloomCache, Log, PayloadError, Receipt, Tx, U256, hex0x,
+};
 use crate::decode::{bloom_may_contain, keccak};
 
 /// How far blocks are verified (`verify` in the settings, `--verify`).
@@ -130,9 +132,10 @@ pub struct ReceiptProof {
     pub bloom: Box<Bloom>,
 }
 
-/// `r`'s consensus encoding and bloom, or the name of the field it lacks.
-pub fn receipt_proof(r: &Receipt) -> Result<ReceiptProof, &'static str> {
-    let (encoding, bloom) = receipt_encoding(r)?;
+/// `r`'s consensus encoding and bloom, or the name of the field it lacks;
+/// `cache` holds the bits of addresses and topics seen before.
+pub fn receipt_proof(r: &Receipt, cache: &mut BloomCache) -> Result<ReceiptProof, &'static str> {
+    let (encoding, bloom) = receipt_encoding(r, cache)?;
     Ok(ReceiptProof {
         encoding,
         bloom: Box::new(bloom),

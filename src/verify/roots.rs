@@ -8,7 +8,7 @@
 
 use alloy_rlp::{BufMut, EMPTY_STRING_CODE, Encodable, Header};
 
-use crate::decode::{B256, Bloom, Log, Receipt, Withdrawal, bloom_add};
+use crate::decode::{B256, Bloom, BloomCache, Log, Receipt, Withdrawal};
 
 /// The root of the ordered trie (key: RLP of the index) of `items`, each
 /// already encoded.
@@ -19,14 +19,14 @@ pub fn ordered_root<T: AsRef<[u8]>>(items: &[T]) -> B256 {
 /// A receipt as the receipts trie holds it, and its bloom, rebuilt from
 /// its logs (the node's own `logsBloom` is only compared with it). `None`
 /// when the receipt lacks a field the encoding needs (which is named).
-pub fn receipt_encoding(r: &Receipt) -> Result<(Vec<u8>, Bloom), &'static str> {
+pub fn receipt_encoding(
+    r: &Receipt,
+    cache: &mut BloomCache,
+) -> Result<(Vec<u8>, Bloom), &'static str> {
     let cumulative = r.cumulative_gas_used.ok_or("cumulativeGasUsed")?;
     let mut bloom = [0u8; 256];
     for log in &r.logs {
-        bloom_add(&mut bloom, &log.address);
-        for t in &log.topics {
-            bloom_add(&mut bloom, t);
-        }
+        cache.add_log(&mut bloom, &log.address, &log.topics);
     }
     let mut body = Vec::with_capacity(300 + r.logs.iter().map(log_len).sum::<usize>());
     match (&r.status, &r.root) {
