@@ -149,13 +149,22 @@ fn field<'a>(name: &'static str, v: Option<&'a str>) -> Result<&'a str, DecodeEr
     v.ok_or(DecodeError::Missing(name))
 }
 
+/// Field `name`, which must be present, parsed by `parse`.
+fn req<'a, T>(
+    name: &'static str,
+    v: Option<&'a str>,
+    parse: impl Fn(&'static str, &'a str) -> Result<T, DecodeError>,
+) -> Result<T, DecodeError> {
+    parse(name, field(name, v)?)
+}
+
 impl BlockWire<'_> {
     fn header(&self) -> Result<BlockHeader, DecodeError> {
         Ok(BlockHeader {
-            number: parse_u64("number", field("number", self.number)?)?,
-            hash: parse_fixed("hash", field("hash", self.hash)?)?,
-            parent_hash: parse_fixed("parentHash", field("parentHash", self.parent_hash)?)?,
-            timestamp: parse_u64("timestamp", field("timestamp", self.timestamp)?)?,
+            number: req("number", self.number, parse_u64)?,
+            hash: req("hash", self.hash, parse_fixed)?,
+            parent_hash: req("parentHash", self.parent_hash, parse_fixed)?,
+            timestamp: req("timestamp", self.timestamp, parse_u64)?,
             logs_bloom: match self.logs_bloom {
                 Some(b) => Some(Box::new(parse_fixed("logsBloom", b)?)),
                 None => None,
@@ -189,8 +198,8 @@ impl BlockWire<'_> {
                 signature: parse_bytes("auraSeal", sig)?,
             },
             _ => Seal::Pow {
-                mix_hash: parse_fixed("mixHash", field("mixHash", self.mix_hash)?)?,
-                nonce: parse_fixed("nonce", field("nonce", self.nonce)?)?,
+                mix_hash: req("mixHash", self.mix_hash, parse_fixed)?,
+                nonce: req("nonce", self.nonce, parse_fixed)?,
             },
         };
         let withdrawals = match &self.withdrawals {
@@ -199,40 +208,29 @@ impl BlockWire<'_> {
                 list.iter()
                     .map(|w| {
                         Ok(Withdrawal {
-                            index: parse_u64(
-                                "withdrawals.index",
-                                field("withdrawals.index", w.index)?,
-                            )?,
-                            validator_index: parse_u64(
+                            index: req("withdrawals.index", w.index, parse_u64)?,
+                            validator_index: req(
                                 "withdrawals.validatorIndex",
-                                field("withdrawals.validatorIndex", w.validator_index)?,
+                                w.validator_index,
+                                parse_u64,
                             )?,
-                            address: parse_fixed(
-                                "withdrawals.address",
-                                field("withdrawals.address", w.address)?,
-                            )?,
-                            amount: parse_u64(
-                                "withdrawals.amount",
-                                field("withdrawals.amount", w.amount)?,
-                            )?,
+                            address: req("withdrawals.address", w.address, parse_fixed)?,
+                            amount: req("withdrawals.amount", w.amount, parse_u64)?,
                         })
                     })
                     .collect::<Result<_, DecodeError>>()?,
             ),
         };
         Ok(Some(HeaderFields {
-            ommers_hash: parse_fixed("sha3Uncles", field("sha3Uncles", self.sha3_uncles)?)?,
-            beneficiary: parse_fixed("miner", field("miner", self.miner)?)?,
-            state_root: parse_fixed("stateRoot", field("stateRoot", self.state_root)?)?,
-            transactions_root: parse_fixed(
-                "transactionsRoot",
-                field("transactionsRoot", self.transactions_root)?,
-            )?,
-            receipts_root: parse_fixed("receiptsRoot", field("receiptsRoot", self.receipts_root)?)?,
-            difficulty: parse_u256("difficulty", field("difficulty", self.difficulty)?)?,
-            gas_limit: parse_u256("gasLimit", field("gasLimit", self.gas_limit)?)?,
-            gas_used: parse_u256("gasUsed", field("gasUsed", self.gas_used)?)?,
-            extra_data: parse_bytes("extraData", field("extraData", self.extra_data)?)?,
+            ommers_hash: req("sha3Uncles", self.sha3_uncles, parse_fixed)?,
+            beneficiary: req("miner", self.miner, parse_fixed)?,
+            state_root: req("stateRoot", self.state_root, parse_fixed)?,
+            transactions_root: req("transactionsRoot", self.transactions_root, parse_fixed)?,
+            receipts_root: req("receiptsRoot", self.receipts_root, parse_fixed)?,
+            difficulty: req("difficulty", self.difficulty, parse_u256)?,
+            gas_limit: req("gasLimit", self.gas_limit, parse_u256)?,
+            gas_used: req("gasUsed", self.gas_used, parse_u256)?,
+            extra_data: req("extraData", self.extra_data, parse_bytes)?,
             seal,
             base_fee_per_gas: q("baseFeePerGas", self.base_fee_per_gas)?,
             withdrawals_root: h("withdrawalsRoot", self.withdrawals_root)?,
