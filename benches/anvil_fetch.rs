@@ -124,7 +124,7 @@ async fn fetch_raw(url: &str, blocks: u64, batch: usize, conns: usize) -> anyhow
 /// Ours: `RpcClient::block_stream`; returns the transactions seen.
 async fn fetch_ours(url: &str, blocks: u64, batch: usize, conns: usize) -> anyhow::Result<usize> {
     let mut cfg = Settings::defaults().rpc;
-    cfg.url = url.parse()?;
+    cfg.urls = vec![url.parse()?];
     cfg.batch_size = batch.try_into()?;
     cfg.max_in_flight = conns.try_into()?;
     cfg.request_timeout = Duration::from_secs(60);

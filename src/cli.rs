@@ -26,9 +26,10 @@ pub struct Cli {
 /// Settings that several commands share; each overrides its config entry.
 #[derive(Debug, Args, Default)]
 pub struct GlobalArgs {
-    /// JSON-RPC endpoint (env: RPC_URL).
+    /// JSON-RPC endpoint; repeat for failover across providers (env:
+    /// RPC_URL, comma-separated).
     #[arg(long, global = true, value_name = "URL")]
-    pub rpc_url: Option<String>,
+    pub rpc_url: Vec<String>,
     /// WebSocket endpoint for newHeads (env: WS_URL).
     #[arg(long, global = true, value_name = "URL")]
     pub ws_url: Option<String>,

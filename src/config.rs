@@ -63,12 +63,21 @@ fn anchors<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<crate::verify::Anchor>
 #[derive(Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RpcSettings {
-    /// `http://` or `https://` endpoint; may carry credentials.
-    #[serde(deserialize_with = "http_url")]
-    pub url: Url,
-    /// `ws://` endpoint for `newHeads`; `None` polls.
-    #[serde(deserialize_with = "optional")]
+    /// `http://` or `https://` endpoints, at least one; may carry
+    /// credentials. `url` in the file: one string, a comma-separated
+    /// string, or a list.
+    #[serde(rename = "url", deserialize_with = "http_urls")]
+    pub urls: Vec<Url>,
+    /// `ws://` or `wss://` endpoint for `newHeads`; `None` polls.
+    #[serde(deserialize_with = "optional_ws_url")]
     pub ws_url: Option<Url>,
+    /// Extra PEM root certificates trusted for `https://` and `wss://`
+    /// endpoints (a private CA), on top of the public roots.
+    #[serde(deserialize_with = "optional")]
+    pub tls_ca_file: Option<PathBuf>,
+    /// Requests per second sent to each endpoint at most; 0: no limit.
+    #[serde(deserialize_with = "rate")]
+    pub max_requests_per_second: f64,
     /// Blocks per JSON-RPC batch. Full blocks run to megabytes, so this also
     /// bounds one response's size; shrunk at run time if the provider caps it.
     pub batch_size: NonZeroUsize,
@@ -202,11 +211,20 @@ pub struct MetricsSettings {
 impl std::fmt::Debug for RpcSettings {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RpcSettings")
-            .field("url", &redact_url(self.url.as_str()))
+            .field(
+                "urls",
+                &self
+                    .urls
+                    .iter()
+                    .map(|u| redact_url(u.as_str()))
+                    .collect::<Vec<_>>(),
+            )
             .field(
                 "ws_url",
                 &self.ws_url.as_ref().map(|u| redact_url(u.as_str())),
             )
+            .field("tls_ca_file", &self.tls_ca_file)
+            .field("max_requests_per_second", &self.max_requests_per_second)
             .field("batch_size", &self.batch_size)
             .field("max_in_flight", &self.max_in_flight)
             .field("request_timeout", &self.request_timeout)
@@ -258,10 +276,66 @@ where
     })
 }
 
-fn http_url<'de, D: Deserializer<'de>>(d: D) -> Result<Url, D::Error> {
+/// One URL, a comma-separated list of them (as `RPC_URL` holds), or a
+/// TOML list; at least one, each `http(s)://`, none twice.
+fn http_urls<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<Url>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum OneOrMany {
+        One(String),
+        Many(Vec<String>),
+    }
+    let items = match OneOrMany::deserialize(d)? {
+        OneOrMany::One(s) => vec![s],
+        OneOrMany::Many(v) => v,
+    };
+    let mut urls: Vec<Url> = Vec::new();
+    let each = items.iter().flat_map(|s| s.split(','));
+    for s in each.map(str::trim).filter(|s| !s.is_empty()) {
+        let url: Url = s.parse().map_err(|e| {
+            // The value may be a URL with credentials: never echo it.
+            serde::de::Error::custom(format_args!("{e}: {}", redact_url(s)))
+        })?;
+        let url = with_scheme(url, &["http", "https"])?;
+        if urls.contains(&url) {
+            return Err(serde::de::Error::custom(format_args!(
+                "{} is listed twice",
+                redact_url(url.as_str())
+            )));
+        }
+        urls.push(url);
+    }
+    if urls.is_empty() {
+        return Err(serde::de::Error::custom("must not be empty"));
+    }
+    Ok(urls)
+}
+
+fn optional_ws_url<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Url>, D::Error> {
     optional(d)?
-        .ok_or_else(|| serde::de::Error::custom("must not be empty"))
-        .and_then(|u| with_scheme(u, &["http", "https"]))
+        .map(|u| with_scheme(u, &["ws", "wss"]))
+        .transpose()
+}
+
+/// A non-negative number (integer or not); 0 means "no limit".
+fn rate<'de, D: Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Number {
+        Int(i64),
+        Float(f64),
+    }
+    let v = match Number::deserialize(d)? {
+        Number::Int(i) => i as f64,
+        Number::Float(f) => f,
+    };
+    if v.is_finite() && v >= 0.0 {
+        Ok(v)
+    } else {
+        Err(serde::de::Error::custom(
+            "must be a number of requests per second, 0 or more (0: no limit)",
+        ))
+    }
 }
 
 fn optional_postgres_url<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Url>, D::Error> {
@@ -406,7 +480,9 @@ mod tests {
     fn defaults_parse_into_typed_values() {
         let s = Settings::defaults();
         assert_eq!(s.follow.max_reorg_depth.get(), 128);
-        assert_eq!(s.rpc.url.as_str(), "http://127.0.0.1:8545/");
+        assert_eq!(s.rpc.urls[0].as_str(), "http://127.0.0.1:8545/");
+        assert_eq!(s.rpc.urls.len(), 1);
+        assert_eq!(s.rpc.max_requests_per_second, 0.0);
         assert_eq!(s.rpc.request_timeout, Duration::from_secs(30));
         assert_eq!(s.follow.poll_interval, Duration::from_secs(2));
         assert!(s.rpc.ws_url.is_none() && s.database.url.is_none());
@@ -489,6 +565,70 @@ mod tests {
     }
 
     #[test]
+    fn several_rpc_urls_from_a_list_or_a_comma_separated_string() {
+        let mut o = Overrides::default();
+        o.set(
+            "rpc.url",
+            "http://a:1/, https://k:pw@b/v3/x",
+            "environment RPC_URL".into(),
+        );
+        let s = Settings::load(None, o).unwrap();
+        let urls: Vec<_> = s.rpc.urls.iter().map(|u| u.as_str()).collect();
+        assert_eq!(urls, ["http://a:1/", "https://k:pw@b/v3/x"]);
+        let s = load(
+            "[rpc]\nurl = [\"http://a:1\", \"http://b:2\"]\n",
+            Overrides::default(),
+        )
+        .unwrap();
+        assert_eq!(s.rpc.urls.len(), 2);
+        let err = load(
+            "[rpc]\nurl = [\"http://a:1\", \"http://a:1/\"]\n",
+            Overrides::default(),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.starts_with("setting rpc.url") && err.contains("listed twice"),
+            "{err}"
+        );
+        let err = load("[rpc]\nurl = []\n", Overrides::default())
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("must not be empty"), "{err}");
+        let mut o = Overrides::default();
+        o.set(
+            "rpc.url",
+            "http://a:1/,ws://u:hunter2@b/",
+            "flag --rpc-url".into(),
+        );
+        let err = Settings::load(None, o).unwrap_err().to_string();
+        assert!(
+            err.contains("unsupported scheme ws") && !err.contains("hunter2"),
+            "{err}"
+        );
+        let err = load(
+            "[rpc]\nmax_requests_per_second = -1\n",
+            Overrides::default(),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.starts_with("setting rpc.max_requests_per_second"),
+            "{err}"
+        );
+        let s = load(
+            "[rpc]\nmax_requests_per_second = 2.5\n",
+            Overrides::default(),
+        )
+        .unwrap();
+        assert_eq!(s.rpc.max_requests_per_second, 2.5);
+        let mut o = Overrides::default();
+        o.set("rpc.ws_url", "http://h/", "environment WS_URL".into());
+        let err = Settings::load(None, o).unwrap_err().to_string();
+        assert!(err.contains("want ws or wss"), "{err}");
+    }
+
+    #[test]
     fn later_layers_win() {
         let mut o = Overrides::default();
         o.set("rpc.batch_size", 3, "environment X".into());
@@ -501,7 +641,7 @@ mod tests {
     fn debug_output_hides_credentials() {
         let mut s = Settings::defaults();
         s.database.url = Some("postgres://alice:hunter2@db/x".parse().unwrap());
-        s.rpc.url = "https://bob:secret@node.example/".parse().unwrap();
+        s.rpc.urls = vec!["https://bob:secret@node.example/".parse().unwrap()];
         let shown = format!("{s:?}");
         assert!(
             !shown.contains("hunter2") && !shown.contains("secret"),

@@ -8,14 +8,81 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use prometheus::{Encoder, Histogram, HistogramOpts, IntCounter, IntGauge, Registry, TextEncoder};
+use prometheus::{
+    Encoder, Histogram, HistogramOpts, IntCounter, IntGauge, IntGaugeVec, Registry, TextEncoder,
+};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
+/// Counters of one JSON-RPC endpoint, kept by the rpc stage's pool.
+#[derive(Debug)]
+pub struct EndpointStats {
+    /// Redacted.
+    name: String,
+    requests: AtomicU64,
+    errors: AtomicU64,
+    throttled: AtomicU64,
+    benched: AtomicU64,
+    limit: AtomicU64,
+    head: AtomicU64,
+}
+
+impl EndpointStats {
+    pub(crate) fn new(name: String) -> Self {
+        EndpointStats {
+            name,
+            requests: AtomicU64::new(0),
+            errors: AtomicU64::new(0),
+            throttled: AtomicU64::new(0),
+            benched: AtomicU64::new(0),
+            limit: AtomicU64::new(0),
+            head: AtomicU64::new(0),
+        }
+    }
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+    pub(crate) fn count_request(&self) {
+        self.requests.fetch_add(1, Relaxed);
+    }
+    pub(crate) fn count_error(&self) {
+        self.errors.fetch_add(1, Relaxed);
+    }
+    pub(crate) fn count_throttled(&self) {
+        self.throttled.fetch_add(1, Relaxed);
+    }
+    pub(crate) fn count_benched(&self) {
+        self.benched.fetch_add(1, Relaxed);
+    }
+    pub(crate) fn set_limit(&self, n: usize) {
+        self.limit.store(n as u64, Relaxed);
+    }
+    pub(crate) fn set_head(&self, n: u64) {
+        self.head.store(n, Relaxed);
+    }
+    /// Requests sent to it (a batch counts once).
+    pub fn requests(&self) -> u64 {
+        self.requests.load(Relaxed)
+    }
+    /// Its failed round trips and answers.
+    pub fn errors(&self) -> u64 {
+        self.errors.load(Relaxed)
+    }
+    /// Its rate-limit answers (HTTP 429, rate-limit errors).
+    pub fn throttled(&self) -> u64 {
+        self.throttled.load(Relaxed)
+    }
+    /// Times it was benched after failing.
+    pub fn benched(&self) -> u64 {
+        self.benched.load(Relaxed)
+    }
+}
+
 /// Counters for metrics; shared with the exporter through `rpc::RpcClient::stats`.
 #[derive(Debug, Default)]
 pub struct RpcStats {
+    pub(crate) endpoints: Vec<Arc<EndpointStats>>,
     pub(crate) requests: AtomicU64,
     pub(crate) errors: AtomicU64,
     pub(crate) retries: AtomicU64,
@@ -25,6 +92,16 @@ pub struct RpcStats {
 }
 
 impl RpcStats {
+    pub(crate) fn with_endpoints(endpoints: Vec<Arc<EndpointStats>>) -> Self {
+        RpcStats {
+            endpoints,
+            ..RpcStats::default()
+        }
+    }
+    /// Each endpoint's counters, in configured order.
+    pub fn endpoints(&self) -> &[Arc<EndpointStats>] {
+        &self.endpoints
+    }
     /// HTTP round trips sent (a batch counts once).
     pub fn requests(&self) -> u64 {
         self.requests.load(Relaxed)
@@ -71,6 +148,12 @@ pub struct Metrics {
     rpc_retries: IntGauge,
     log_range_cuts: IntGauge,
     log_refetches: IntGauge,
+    endpoint_requests: IntGaugeVec,
+    endpoint_errors: IntGaugeVec,
+    endpoint_throttled: IntGaugeVec,
+    endpoint_benched: IntGaugeVec,
+    endpoint_limit: IntGaugeVec,
+    endpoint_head: IntGaugeVec,
     rpc: std::sync::Mutex<Option<Arc<RpcStats>>>,
     started: Instant,
     last_progress: std::sync::Mutex<Instant>,
@@ -78,6 +161,13 @@ pub struct Metrics {
 
 fn gauge(r: &Registry, name: &str, help: &str) -> IntGauge {
     let g = IntGauge::new(name, help).expect("valid metric");
+    r.register(Box::new(g.clone())).expect("unique metric");
+    g
+}
+
+fn endpoint_gauge(r: &Registry, name: &str, help: &str) -> IntGaugeVec {
+    let g =
+        IntGaugeVec::new(prometheus::Opts::new(name, help), &["endpoint"]).expect("valid metric");
     r.register(Box::new(g.clone())).expect("unique metric");
     g
 }
@@ -145,6 +235,36 @@ impl Metrics {
                 "get_logs_refetches_total",
                 "blocks whose logs were asked for again by block hash",
             ),
+            endpoint_requests: endpoint_gauge(
+                &r,
+                "rpc_endpoint_requests_total",
+                "JSON-RPC HTTP requests sent to each endpoint",
+            ),
+            endpoint_errors: endpoint_gauge(
+                &r,
+                "rpc_endpoint_errors_total",
+                "failed requests and answers of each endpoint",
+            ),
+            endpoint_throttled: endpoint_gauge(
+                &r,
+                "rpc_endpoint_throttled_total",
+                "rate-limit answers (HTTP 429, rate-limit errors) of each endpoint",
+            ),
+            endpoint_benched: endpoint_gauge(
+                &r,
+                "rpc_endpoint_benched_total",
+                "times each endpoint was benched after failing",
+            ),
+            endpoint_limit: endpoint_gauge(
+                &r,
+                "rpc_endpoint_in_flight_limit",
+                "requests each endpoint may have in flight now (adaptive)",
+            ),
+            endpoint_head: endpoint_gauge(
+                &r,
+                "rpc_endpoint_head_block",
+                "highest block each endpoint is known to have",
+            ),
             rpc: std::sync::Mutex::new(None),
             started: Instant::now(),
             last_progress: std::sync::Mutex::new(Instant::now()),
@@ -184,6 +304,16 @@ impl Metrics {
             self.rpc_retries.set(rpc.retries() as i64);
             self.log_range_cuts.set(rpc.log_range_cuts() as i64);
             self.log_refetches.set(rpc.log_refetches() as i64);
+            for e in rpc.endpoints() {
+                let l = [e.name()];
+                let set = |g: &IntGaugeVec, v: u64| g.with_label_values(&l).set(v as i64);
+                set(&self.endpoint_requests, e.requests());
+                set(&self.endpoint_errors, e.errors());
+                set(&self.endpoint_throttled, e.throttled());
+                set(&self.endpoint_benched, e.benched());
+                set(&self.endpoint_limit, e.limit.load(Relaxed));
+                set(&self.endpoint_head, e.head.load(Relaxed));
+            }
         }
         let mut out = Vec::new();
         TextEncoder::new()

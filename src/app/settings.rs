@@ -28,8 +28,9 @@ fn overrides(cli: &Cli) -> Overrides {
     // TOML integers are i64; a larger flag value saturates and then fails
     // the setting's own range check, naming the flag.
     let int = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
-    if let Some(v) = &g.rpc_url {
-        o.set("rpc.url", v.as_str(), flag("rpc-url"));
+    if !g.rpc_url.is_empty() {
+        let urls: Vec<toml::Value> = g.rpc_url.iter().map(|v| v.as_str().into()).collect();
+        o.set("rpc.url", urls, flag("rpc-url"));
     }
     if let Some(v) = &g.ws_url {
         o.set("rpc.ws_url", v.as_str(), flag("ws-url"));

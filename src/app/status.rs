@@ -109,7 +109,13 @@ pub async fn report(settings: &Settings, store: &Store) -> anyhow::Result<String
         (None, _) => writeln!(
             out,
             "node head:      unreachable ({})",
-            redact_url(settings.rpc.url.as_str())
+            settings
+                .rpc
+                .urls
+                .iter()
+                .map(|u| redact_url(u.as_str()))
+                .collect::<Vec<_>>()
+                .join(", ")
         )?,
     }
     Ok(out)

@@ -87,6 +87,7 @@ pub(crate) async fn post(client: &Client, url: &Url, body: String) -> Result<Vec
         .await
         .map_err(|e| Failure::Transport(format!("failed to send request: {e}")))?;
     let status = response.status();
+    let failure = (!status.is_success()).then(|| status_failure(status, response.headers()));
     // Chunks go straight into one buffer sized by Content-Length: one copy
     // of a multi-megabyte answer, instead of a growing one and a conversion.
     let mut body = Vec::with_capacity(
@@ -111,10 +112,27 @@ pub(crate) async fn post(client: &Client, url: &Url, body: String) -> Result<Vec
             }
         }
     }
-    if !status.is_success() {
-        return Err(Failure::Status(status.as_u16()));
+    match failure {
+        Some(f) => Err(f),
+        None => Ok(body),
     }
-    Ok(body)
+}
+
+/// The failure of a non-2xx answer: throttling (429, or 503 naming a
+/// Retry-After) keeps the wait the provider asked for.
+fn status_failure(status: reqwest::StatusCode, headers: &reqwest::header::HeaderMap) -> Failure {
+    let code = status.as_u16();
+    let retry_after = headers
+        .get(reqwest::header::RETRY_AFTER)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| super::retry::retry_after(v, std::time::SystemTime::now()));
+    match (code, retry_after) {
+        (429, _) | (503, Some(_)) => Failure::Throttled {
+            status: code,
+            retry_after,
+        },
+        _ => Failure::Status(code),
+    }
 }
 
 /// One JSON-RPC response read as a block, borrowing from the body: the
@@ -299,6 +317,26 @@ pub(crate) fn parse_answer(
 
 /// A body that failed to parse: JSON of the wrong shape is a bad batch
 /// (retryable, or a batch cap); anything else is not JSON at all.
+/// The `result` of a single (non-batch) call's answer, or its error.
+pub(crate) fn parse_single(body: &[u8]) -> Result<serde_json::Value, Failure> {
+    let text = std::str::from_utf8(body).map_err(|_| {
+        let quoted = String::from_utf8_lossy(&body[..body.len().min(QUOTED_BODY_BYTES)]);
+        Failure::Undecodable(format!("response is not UTF-8: {quoted}"))
+    })?;
+    let resp: Resp = serde_json::from_str(text).map_err(|e| undecodable(&e, text))?;
+    match (resp.error, resp.result) {
+        (Some(e), _) => Err(Failure::Rpc {
+            code: e.code,
+            message: e.message,
+        }),
+        (None, Some(raw)) => serde_json::from_str(raw.get())
+            .map_err(|e| Failure::BadBatch(format!("undecodable response: {e}"))),
+        (None, None) => Err(Failure::BadBatch(
+            "invalid response: neither result nor error".to_owned(),
+        )),
+    }
+}
+
 fn undecodable(e: &serde_json::Error, body: &str) -> Failure {
     if e.classify() == Category::Data {
         return Failure::BadBatch(format!("undecodable response: {e}"));

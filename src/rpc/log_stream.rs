@@ -27,19 +27,20 @@ use futures::stream::{self, BoxStream};
 use tracing::{debug, warn};
 
 use super::logs::{self, Blocks};
+use super::pool::{Lease, Want};
 use super::retry::Failure;
-use super::{RpcClient, RpcError, Subject, TARGET, batch};
+use super::{RpcClient, RpcError, Subject, TARGET, Tries, batch};
 use crate::decode::{BlockHeader, Log, RawBlock, hex0x};
 
 impl RpcClient {
     /// One `eth_getLogs` call with the configured filters.
-    async fn get_logs(&self, blocks: Blocks) -> Result<Vec<Log>, Failure> {
+    async fn get_logs(&self, lease: &Lease<'_>, blocks: Blocks) -> Result<Vec<Log>, Failure> {
         let Some(g) = &self.get_logs else {
             return Ok(Vec::new());
         };
         let body = logs::request_body(blocks, &g.filters);
         let answer = self
-            .round_trip(batch::post(&self.client, &self.url, body))
+            .round_trip(lease, batch::post(&self.client, &lease.ep.url, body))
             .await?;
         logs::parse_answer(&answer)
     }
@@ -52,10 +53,17 @@ impl RpcClient {
         };
         let mut out = Vec::new();
         let mut lo = from;
-        let mut attempts = 0;
+        let mut attempts = Tries::default();
         while lo <= to {
             let hi = to.min(lo.saturating_add(g.span.width() - 1));
-            match self.get_logs(Blocks::Range(lo, hi)).await {
+            let lease = self
+                .pool
+                .acquire(Want {
+                    block: Some(hi),
+                    ..Want::default()
+                })
+                .await;
+            match self.get_logs(&lease, Blocks::Range(lo, hi)).await {
                 Ok(got) => {
                     let outside = got
                         .iter()
@@ -66,11 +74,11 @@ impl RpcClient {
                             l.log_index,
                             l.block_number.map_or("none".into(), |n| n.to_string())
                         ));
-                        return Err(self.failed(Subject::range(lo, hi), &f));
+                        return Err(self.failed_on(&lease, Subject::range(lo, hi), &f));
                     }
                     g.span.succeeded(hi - lo + 1);
                     out.extend(got);
-                    attempts = 0;
+                    attempts.reset();
                     if hi == u64::MAX {
                         break;
                     }
@@ -78,10 +86,10 @@ impl RpcClient {
                 }
                 Err(f) => match logs::limit(&f) {
                     Some(limit) => {
-                        let error = self.scrub.scrub(&f.to_string());
+                        let error = self.scrub(&f.to_string());
                         let Some(next) = g.span.refused(lo, hi, limit) else {
                             return Err(RpcError::Failed {
-                                endpoint: self.endpoint().to_owned(),
+                                endpoint: lease.ep.scrub.endpoint().to_owned(),
                                 subject: Subject::Block(lo),
                                 cause: format!(
                                     "the provider refuses eth_getLogs even for this one block: {error}"
@@ -90,7 +98,7 @@ impl RpcClient {
                         };
                         self.stats.log_range_cuts.fetch_add(1, Relaxed);
                         if !g.cut_logged.swap(true, Relaxed) {
-                            warn!(target: TARGET, endpoint = self.endpoint(), from = lo, to = hi, retry_to = next, error, "provider limits eth_getLogs; narrowing the block range");
+                            warn!(target: TARGET, endpoint = lease.ep.scrub.endpoint(), from = lo, to = hi, retry_to = next, error, "provider limits eth_getLogs; narrowing the block range");
                         } else {
                             debug!(target: TARGET, from = lo, to = hi, retry_to = next, error, "narrowing eth_getLogs range");
                         }
@@ -100,11 +108,11 @@ impl RpcClient {
                     // clamp; waiting for the node is what helps.
                     None if beyond_head(&f) => {
                         let f = Failure::Missing(f.to_string());
-                        self.retry_or_fail(Subject::range(lo, hi), f, false, &mut attempts)
+                        self.retry_or_fail(Subject::range(lo, hi), f, false, &mut attempts, &lease)
                             .await?
                     }
                     None => {
-                        self.retry_or_fail(Subject::range(lo, hi), f, false, &mut attempts)
+                        self.retry_or_fail(Subject::range(lo, hi), f, false, &mut attempts, &lease)
                             .await?
                     }
                 },
@@ -118,10 +126,17 @@ impl RpcClient {
     /// not knowing the block (lagging, or load-balanced onto one that has
     /// not got it) is retried within the budget.
     pub(super) async fn logs_by_hash(&self, header: &BlockHeader) -> Result<Vec<Log>, RpcError> {
-        let mut attempts = 0;
+        let mut attempts = Tries::default();
         loop {
             self.stats.log_refetches.fetch_add(1, Relaxed);
-            let f = match self.get_logs(Blocks::Hash(header.hash)).await {
+            let lease = self
+                .pool
+                .acquire(Want {
+                    block: Some(header.number),
+                    ..Want::default()
+                })
+                .await;
+            let f = match self.get_logs(&lease, Blocks::Hash(header.hash)).await {
                 Ok(got) => match got.iter().find(|l| l.block_hash != Some(header.hash)) {
                     None => return Ok(got),
                     Some(l) => Failure::Missing(format!(
@@ -136,8 +151,14 @@ impl RpcClient {
                 }
                 Err(f) => f,
             };
-            self.retry_or_fail(Subject::Block(header.number), f, false, &mut attempts)
-                .await?;
+            self.retry_or_fail(
+                Subject::Block(header.number),
+                f,
+                false,
+                &mut attempts,
+                &lease,
+            )
+            .await?;
         }
     }
 
@@ -186,7 +207,7 @@ impl RpcClient {
                 Some((fetch, (hi < end).then(|| hi + 1)))
             }
         })
-        .buffered(self.cfg.max_in_flight.get())
+        .buffered(self.depth())
         .boxed();
         let state = Merge {
             client: self,

@@ -30,6 +30,7 @@
 mod batch;
 mod log_stream;
 mod logs;
+mod pool;
 mod receipts;
 mod retry;
 mod source;
@@ -38,8 +39,8 @@ mod wire;
 
 use std::fmt;
 use std::ops::RangeInclusive;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::{Arc, Mutex};
 
 use crate::config::{LogsMode, LogsSettings, RpcSettings};
 use crate::decode::{BlockHeader, RawBlock, RawReceipts};
@@ -48,9 +49,9 @@ use crate::redact::Scrubber;
 use futures::{Stream, StreamExt, TryStreamExt, future::ready, stream};
 use serde_json::Value;
 use tracing::{debug, info, warn};
-use web3::Transport;
-use web3::transports::{Http, WebSocket};
+use web3::transports::WebSocket;
 
+use pool::{Lease, Pool, PoolSettings, Want};
 use retry::{Class, Failure, backoff_delay, classify, halved};
 pub use types::{RpcError, Subject};
 use wire::{block_params, check_block, chunks, malformed, parse_header, quantity};
@@ -65,30 +66,30 @@ const TX_RECEIPT_BATCH: usize = 200;
 /// User-Agent of every HTTP request.
 const USER_AGENT: &str = concat!("sender-indexer/", env!("CARGO_PKG_VERSION"));
 
-/// JSON-RPC client over HTTP. Cheap to share behind an `Arc`.
+/// Rate-limit answers a call may meet, per retry of its budget, before it
+/// gives up: a provider that throttles is slowed down for, not abandoned.
+const THROTTLES_PER_RETRY: u32 = 8;
+
+/// Blocks whose serving endpoint is remembered, so that fetching one again
+/// asks another endpoint (see [`RpcClient::block_again`]).
+const SERVED_SLOTS: usize = 4096;
+
+/// JSON-RPC client over HTTP, over one or several endpoints of one chain
+/// (see `pool`). Cheap to share behind an `Arc`.
 pub struct RpcClient {
     cfg: RpcSettings,
-    /// For the block hot path (`batch`); the same client sits inside `http`.
+    /// One connection pool for every endpoint.
     client: reqwest::Client,
-    /// The endpoint with its credentials (reqwest turns userinfo into basic
-    /// auth); never logged.
-    url: url::Url,
-    http: Http,
-    scrub: Scrubber,
-    /// Current batch size; only ever shrinks, shared by all in-flight batches
-    /// so one refusal teaches every task.
-    batch_size: AtomicUsize,
-    shrink_logged: AtomicBool,
+    pool: Pool,
+    /// The redacted endpoints, comma-separated, for errors about them all.
+    names: String,
     stats: Arc<RpcStats>,
     /// Fetch each block's receipts with it.
     receipts: bool,
-    /// The node answered that it has no `eth_getBlockReceipts`: receipts
-    /// come from `eth_getTransactionReceipt` instead (found out once).
-    no_block_receipts: AtomicBool,
     /// `getLogs` mode: each block's logs from `eth_getLogs` (`log_stream`).
     get_logs: Option<GetLogs>,
-    /// Calls per `eth_getTransactionReceipt` batch; only ever shrinks.
-    tx_receipt_batch: AtomicUsize,
+    /// `(block, endpoint)` of recently served blocks, by block % slots.
+    served: Mutex<Vec<(u64, usize)>>,
 }
 
 /// What `getLogs` mode keeps between calls.
@@ -97,6 +98,19 @@ struct GetLogs {
     /// The adaptive block range of one call.
     span: logs::Span,
     cut_logged: AtomicBool,
+}
+
+/// What one call or batch has spent of its retry budget.
+#[derive(Debug, Default)]
+struct Tries {
+    failures: u32,
+    throttles: u32,
+}
+
+impl Tries {
+    fn reset(&mut self) {
+        *self = Tries::default();
+    }
 }
 
 impl fmt::Debug for RpcClient {
@@ -109,36 +123,59 @@ impl fmt::Debug for RpcClient {
 
 impl RpcClient {
     pub fn new(cfg: RpcSettings) -> Result<Self, RpcError> {
-        let scrub = Scrubber::new(cfg.url.as_str());
+        let names = cfg
+            .urls
+            .iter()
+            .map(|u| Scrubber::new(u.as_str()).endpoint().to_owned())
+            .collect::<Vec<_>>()
+            .join(", ");
+        for url in &cfg.urls {
+            if !matches!(url.scheme(), "http" | "https") {
+                return Err(RpcError::Config {
+                    endpoint: Scrubber::new(url.as_str()).endpoint().to_owned(),
+                    reason: format!("unsupported scheme {} (want http or https)", url.scheme()),
+                });
+            }
+        }
         let bad = |reason: String| RpcError::Config {
-            endpoint: scrub.endpoint().to_owned(),
+            endpoint: names.clone(),
             reason,
         };
-        let url = cfg.url.clone();
-        if !matches!(url.scheme(), "http" | "https") {
-            return Err(bad(format!(
-                "unsupported scheme {} (want http or https)",
-                url.scheme()
-            )));
+        let mut builder = reqwest::Client::builder().user_agent(USER_AGENT);
+        if let Some(path) = &cfg.tls_ca_file {
+            for cert in read_ca_file(path).map_err(bad)? {
+                builder = builder.add_root_certificate(cert);
+            }
         }
-        let client = reqwest::Client::builder()
-            .user_agent(USER_AGENT)
+        let client = builder
             .build()
-            .map_err(|e| bad(scrub.scrub(&format!("failed to build client: {e}"))))?;
-        let http = Http::with_client(client.clone(), url.clone());
+            .map_err(|e| bad(format!("failed to build client: {e}")))?;
+        let pool = Pool::new(
+            &cfg.urls,
+            &PoolSettings {
+                max_in_flight: cfg.max_in_flight.get(),
+                batch_size: cfg.batch_size.get(),
+                tx_receipt_batch: TX_RECEIPT_BATCH,
+                max_requests_per_second: cfg.max_requests_per_second,
+                backoff_initial: cfg.backoff_initial,
+                backoff_max: cfg.backoff_max,
+            },
+        );
+        let stats = Arc::new(RpcStats::with_endpoints(
+            pool.endpoints()
+                .iter()
+                .map(|e| Arc::clone(&e.stats))
+                .collect(),
+        ));
         Ok(Self {
-            batch_size: AtomicUsize::new(cfg.batch_size.get()),
             cfg,
             client,
-            url,
-            http,
-            scrub,
-            shrink_logged: AtomicBool::new(false),
-            stats: Arc::default(),
+            pool,
+            names,
+            stats,
             receipts: false,
-            no_block_receipts: AtomicBool::new(false),
             get_logs: None,
-            tx_receipt_batch: AtomicUsize::new(TX_RECEIPT_BATCH),
+            served: Mutex::new(vec![(u64::MAX, 0); SERVED_SLOTS]),
         })
     }
 
@@ -164,45 +201,175 @@ impl RpcClient {
         self.cfg.ws_url.as_ref()
     }
 
-    /// The endpoint as it may be logged.
+    /// The endpoints as they may be logged, comma-separated.
     pub fn endpoint(&self) -> &str {
-        self.scrub.endpoint()
+        &self.names
     }
 
     pub fn stats(&self) -> Arc<RpcStats> {
         Arc::clone(&self.stats)
     }
 
-    /// Batch size in use now (smaller than configured if the provider capped it).
+    /// Batch size in use now on the first endpoint (smaller than configured
+    /// if the provider capped it).
     pub fn effective_batch_size(&self) -> usize {
-        self.batch_size.load(Relaxed)
+        self.pool.endpoints()[0].batch_size.load(Relaxed)
     }
 
-    /// Latest block number (`eth_blockNumber`).
+    /// `text` without any endpoint's secrets.
+    fn scrub(&self, text: &str) -> String {
+        self.pool
+            .endpoints()
+            .iter()
+            .fold(text.to_owned(), |t, e| e.scrub.scrub(&t))
+    }
+
+    /// Latest block number (`eth_blockNumber`): the highest any healthy
+    /// endpoint reports. Every endpoint that is not benched is asked, so
+    /// the pool knows how far behind each one is.
     pub async fn head(&self) -> Result<u64, RpcError> {
-        let v = self.call(Subject::Head, "eth_blockNumber", vec![]).await?;
-        quantity(&v).ok_or_else(|| self.failed(Subject::Head, &malformed("number", &v)))
+        let mut tries = Tries::default();
+        loop {
+            let (best, failure) = self
+                .ask_each("eth_blockNumber", |v| {
+                    quantity(v).ok_or_else(|| malformed("number", v))
+                })
+                .await;
+            if let Some((head, _)) = best.iter().max_by_key(|(h, _)| *h) {
+                for (h, i) in &best {
+                    self.pool.reported_head(*i, *h);
+                }
+                return Ok(*head);
+            }
+            let (f, lease) = failure.expect("an answer or a failure per endpoint");
+            self.retry_or_fail(Subject::Head, f, false, &mut tries, &lease)
+                .await?;
+        }
     }
 
-    /// The chain id (`eth_chainId`).
+    /// The chain id (`eth_chainId`), which every endpoint that answers must
+    /// agree on: endpoints of two chains would interleave their blocks.
     pub async fn chain_id(&self) -> Result<u64, RpcError> {
-        let v = self.call(Subject::ChainId, "eth_chainId", vec![]).await?;
-        quantity(&v).ok_or_else(|| self.failed(Subject::ChainId, &malformed("chain id", &v)))
+        let mut tries = Tries::default();
+        loop {
+            let (ids, failure) = self
+                .ask_each("eth_chainId", |v| {
+                    quantity(v).ok_or_else(|| malformed("chain id", v))
+                })
+                .await;
+            if let Some((first, i)) = ids.first() {
+                if let Some((other, j)) = ids.iter().find(|(id, _)| id != first) {
+                    let name = |i: usize| self.pool.endpoints()[i].scrub.endpoint().to_owned();
+                    return Err(RpcError::Config {
+                        endpoint: self.names.clone(),
+                        reason: format!(
+                            "the endpoints are on different chains: {} says chain id {first}, {} says {other}",
+                            name(*i),
+                            name(*j)
+                        ),
+                    });
+                }
+                return Ok(*first);
+            }
+            let (f, lease) = failure.expect("an answer or a failure per endpoint");
+            self.retry_or_fail(Subject::ChainId, f, false, &mut tries, &lease)
+                .await?;
+        }
+    }
+
+    /// Calls `method` once on every endpoint not benched now (or on the
+    /// first to become ready when all are), reading each answer with
+    /// `read`: the answers with their endpoints, and the first failure.
+    async fn ask_each<'a, T, R>(
+        &'a self,
+        method: &str,
+        read: R,
+    ) -> (Vec<(T, usize)>, Option<(Failure, Lease<'a>)>)
+    where
+        R: Fn(&Value) -> Result<T, Failure>,
+    {
+        let available = self.pool.available();
+        let targets: Vec<Option<usize>> = if available.is_empty() {
+            vec![None]
+        } else {
+            available.into_iter().map(Some).collect()
+        };
+        let read = &read;
+        let answers = futures::future::join_all(targets.into_iter().map(|only| async move {
+            let lease = self
+                .pool
+                .acquire(Want {
+                    only,
+                    ..Want::default()
+                })
+                .await;
+            match self.call_on(&lease, method, Vec::new()).await {
+                Ok(v) => match read(&v) {
+                    Ok(t) => Ok((t, lease)),
+                    Err(f) => Err((f, lease)),
+                },
+                Err(f) => Err((f, lease)),
+            }
+        }))
+        .await;
+        let mut ok = Vec::new();
+        let mut failure = None;
+        for a in answers {
+            match a {
+                Ok((t, lease)) => ok.push((t, lease.ep.index)),
+                Err((f, lease)) => {
+                    if failure.is_none() {
+                        failure = Some((f, lease));
+                    } else {
+                        self.pool.failed(&lease, &f);
+                    }
+                }
+            }
+        }
+        if !ok.is_empty() {
+            if let Some((f, lease)) = failure.take() {
+                self.pool.failed(&lease, &f);
+                let error = self.scrub(&f.to_string());
+                warn!(target: TARGET, endpoint = lease.ep.scrub.endpoint(), method, error, "endpoint failed; using the others");
+            }
+        }
+        (ok, failure)
     }
 
     /// Header of block `n` (`eth_getBlockByNumber(n, false)`); `None` if the
     /// node has no such block. Does not wait for it.
     pub async fn header(&self, n: u64) -> Result<Option<BlockHeader>, RpcError> {
         let subject = Subject::Block(n);
-        let v = self
-            .call(subject, "eth_getBlockByNumber", block_params(n, false))
-            .await?;
-        if v.is_null() {
-            return Ok(None);
+        let want = Want {
+            block: Some(n),
+            ..Want::default()
+        };
+        let mut tries = Tries::default();
+        loop {
+            let lease = self.pool.acquire(want).await;
+            let answer = self
+                .call_on(&lease, "eth_getBlockByNumber", block_params(n, false))
+                .await
+                .and_then(|v| {
+                    if v.is_null() {
+                        Ok(None)
+                    } else {
+                        parse_header(&v).map(Some)
+                    }
+                });
+            match answer {
+                Ok(h) => {
+                    if h.is_some() {
+                        self.pool.has_block(&lease, n);
+                    }
+                    return Ok(h);
+                }
+                Err(f) => {
+                    self.retry_or_fail(subject, f, false, &mut tries, &lease)
+                        .await?
+                }
+            }
         }
-        parse_header(&v)
-            .map(Some)
-            .map_err(|f| self.failed(subject, &f))
     }
 
     /// Full blocks with transactions, split into header fields and
@@ -212,20 +379,26 @@ impl RpcClient {
     pub async fn blocks(&self, range: RangeInclusive<u64>) -> Result<Vec<RawBlock>, RpcError> {
         stream::iter(chunks(range, self.cfg.batch_size.get()))
             .map(|r| self.fetch_range(r))
-            .buffered(self.cfg.max_in_flight.get())
+            .buffered(self.depth())
             .try_concat()
             .await
     }
 
+    /// Batches in flight at once: `max_in_flight` per endpoint.
+    fn depth(&self) -> usize {
+        self.cfg.max_in_flight.get() * self.pool.endpoints().len()
+    }
+
     /// Like [`blocks`](Self::blocks), but streamed: up to `max_in_flight`
-    /// batches are fetched concurrently and blocks come out strictly in
-    /// order. Nothing is fetched beyond what the consumer pulls plus the
-    /// in-flight window, so memory stays bounded. Ends after the first error.
+    /// batches per endpoint are fetched concurrently and blocks come out
+    /// strictly in order. Nothing is fetched beyond what the consumer pulls
+    /// plus the in-flight window, so memory stays bounded. Ends after the
+    /// first error.
     pub fn block_stream(
         self: Arc<Self>,
         range: RangeInclusive<u64>,
     ) -> impl Stream<Item = Result<RawBlock, RpcError>> + Send + 'static {
-        let depth = self.cfg.max_in_flight.get();
+        let depth = self.depth();
         stream::iter(chunks(range, self.cfg.batch_size.get()))
             .map(move |r| {
                 let client = Arc::clone(&self);
@@ -249,19 +422,31 @@ impl RpcClient {
 
     /// Block `n` alone, with its receipts or (`getLogs` mode) its logs by
     /// block hash; `None` when the node has not got it. Does not wait.
+    /// With several endpoints, it is asked of another endpoint than the one
+    /// that served it last (it is fetched again because it did not verify
+    /// or its receipts did not match it).
     pub async fn block_again(&self, n: u64) -> Result<Option<RawBlock>, RpcError> {
-        let mut attempts = 0;
+        let mut tries = Tries::default();
+        let want = Want {
+            block: Some(n),
+            avoid: self.served_by(n),
+            only: None,
+        };
         let mut block = loop {
-            let f = match self.fetch_chunk(n, 1).await {
+            let lease = self.pool.acquire(want).await;
+            let f = match self.fetch_chunk(&lease, n, 1).await {
                 Ok(mut r) => match r.pop().map(|o| o.and_then(|v| check_block(n, v))) {
                     Some(Ok(None)) => return Ok(None),
-                    Some(Ok(Some(b))) => break b,
+                    Some(Ok(Some(b))) => {
+                        self.record_served(n, lease.ep.index);
+                        break b;
+                    }
                     Some(Err(f)) => f,
                     None => Failure::BadBatch("invalid response: no answer".into()),
                 },
                 Err(f) => f,
             };
-            self.retry_or_fail(Subject::Block(n), f, false, &mut attempts)
+            self.retry_or_fail(Subject::Block(n), f, false, &mut tries, &lease)
                 .await?;
         };
         if self.receipts {
@@ -272,6 +457,19 @@ impl RpcClient {
             block.logs = Some(self.logs_by_hash(&block.header).await?);
         }
         Ok(Some(block))
+    }
+
+    fn record_served(&self, n: u64, endpoint: usize) {
+        if self.pool.endpoints().len() > 1 {
+            let mut s = self.served.lock().unwrap_or_else(|p| p.into_inner());
+            s[(n % SERVED_SLOTS as u64) as usize] = (n, endpoint);
+        }
+    }
+
+    fn served_by(&self, n: u64) -> Option<usize> {
+        let s = self.served.lock().unwrap_or_else(|p| p.into_inner());
+        let (m, e) = s[(n % SERVED_SLOTS as u64) as usize];
+        (m == n).then_some(e)
     }
 
     /// Block numbers of new heads, from `eth_subscribe newHeads` on
@@ -313,81 +511,108 @@ impl RpcClient {
         }))
     }
 
-    /// One call, retried per policy.
-    async fn call(
+    /// One JSON-RPC call to the endpoint of `lease`: its `result`.
+    async fn call_on(
         &self,
-        subject: Subject,
+        lease: &Lease<'_>,
         method: &str,
         params: Vec<Value>,
-    ) -> Result<Value, RpcError> {
-        let mut attempts = 0;
-        loop {
-            let (id, call) = self.http.prepare(method, params.clone());
-            match self.round_trip(self.http.send(id, call)).await {
-                Ok(v) => return Ok(v),
-                Err(f) => self.retry_or_fail(subject, f, false, &mut attempts).await?,
-            }
-        }
+    ) -> Result<Value, Failure> {
+        let body =
+            serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
+        let answer = self
+            .round_trip(
+                lease,
+                batch::post(&self.client, &lease.ep.url, body.to_string()),
+            )
+            .await?;
+        batch::parse_single(&answer)
     }
 
     /// Blocks `range` in order, in as many sub-batches as the current batch
-    /// size needs; retries failures and waits for `null` (future) blocks.
+    /// size needs; retries failures (on another endpoint when one is
+    /// healthy) and waits for `null` (future) blocks.
     async fn fetch_range(&self, range: RangeInclusive<u64>) -> Result<Vec<RawBlock>, RpcError> {
         let first = *range.start();
         let len = usize::try_from(range.end() - first + 1).expect("range bounded by batch size");
         let mut slots: Vec<Option<RawBlock>> = (0..len).map(|_| None).collect();
         let mut next = 0; // first slot still missing
-        let mut attempts = 0; // consecutive failures without progress
+        let mut tries = Tries::default(); // consecutive failures without progress
         let mut null_polls = 0;
         while next < len {
-            let size = self.effective_batch_size().min(len - next);
             let lo = first + next as u64;
+            let lease = self
+                .pool
+                .acquire(Want {
+                    block: Some(first + len as u64 - 1),
+                    ..Want::default()
+                })
+                .await;
+            let size = lease.ep.batch_size.load(Relaxed).min(len - next);
             let in_batch = size > 1;
-            let results = match self.fetch_chunk(lo, size).await {
+            let results = match self.fetch_chunk(&lease, lo, size).await {
                 Ok(results) => results,
                 Err(f) if in_batch && classify(&f, true) == Class::BatchTooLarge => {
-                    self.shrink(size, &f);
+                    self.shrink(&lease, size, &f);
                     continue;
                 }
                 Err(f) => {
                     let subject = Subject::range(lo, lo + size as u64 - 1);
-                    self.retry_or_fail(subject, f, in_batch, &mut attempts)
+                    self.retry_or_fail(subject, f, in_batch, &mut tries, &lease)
                         .await?;
                     continue;
                 }
             };
             let (mut retry, mut too_large) = (None, None);
+            let mut null = None;
             for (i, result) in results.into_iter().enumerate() {
                 let n = lo + i as u64;
                 match result.and_then(|v| check_block(n, v)) {
-                    Ok(None) => {} // not produced yet
-                    Ok(Some(v)) => slots[next + i] = Some(v),
+                    Ok(None) => {
+                        null.get_or_insert(n); // not produced yet
+                    }
+                    Ok(Some(v)) => {
+                        self.pool.has_block(&lease, n);
+                        self.record_served(n, lease.ep.index);
+                        slots[next + i] = Some(v)
+                    }
                     Err(f) => match classify(&f, in_batch) {
-                        Class::Fatal => return Err(self.failed(Subject::Block(n), &f)),
+                        Class::Fatal if !self.pool.has_other(lease.ep.index) => {
+                            return Err(self.failed_on(&lease, Subject::Block(n), &f));
+                        }
                         Class::BatchTooLarge => too_large = Some(f),
-                        Class::Retry => {
+                        Class::Retry | Class::Fatal => {
                             self.stats.errors.fetch_add(1, Relaxed);
                             retry.get_or_insert((n, f));
                         }
                     },
                 }
             }
+            if let Some(n) = null {
+                self.pool.lacks_block(&lease, n);
+            }
             let before = next;
             while next < len && slots[next].is_some() {
                 next += 1;
             }
             if next > before {
-                attempts = 0;
+                tries.reset();
                 null_polls = 0;
             }
             if let Some(f) = too_large {
-                self.shrink(size, &f);
+                self.shrink(&lease, size, &f);
             } else if let Some((n, f)) = retry {
-                self.retry_or_fail(Subject::Block(n), f, false, &mut attempts)
+                self.retry_or_fail(Subject::Block(n), f, false, &mut tries, &lease)
                     .await?;
             } else if next < len && next - before < size {
                 // A gap inside what we just fetched: the node answered null.
                 let n = first + next as u64;
+                let endpoint = lease.ep.scrub.endpoint().to_owned();
+                drop(lease);
+                if self.pool.healthy_has(n) {
+                    // Another endpoint has it: this one lags; ask that one.
+                    continue;
+                }
                 let delay = backoff_delay(
                     null_polls,
                     self.cfg.backoff_initial,
@@ -398,9 +623,9 @@ impl RpcClient {
                 null_polls = null_polls.saturating_add(1);
                 self.stats.null_waits.fetch_add(1, Relaxed);
                 if level_info {
-                    info!(target: TARGET, endpoint = self.endpoint(), n, "waiting for block");
+                    info!(target: TARGET, endpoint, n, "waiting for block");
                 } else {
-                    debug!(target: TARGET, endpoint = self.endpoint(), n, ?delay, "block still null");
+                    debug!(target: TARGET, endpoint, n, ?delay, "block still null");
                 }
                 tokio::time::sleep(delay).await;
             }
@@ -413,23 +638,31 @@ impl RpcClient {
     }
 
     /// Fetches the receipts of `blocks` by their hashes and attaches them,
-    /// in batches no larger than the provider takes.
+    /// in batches no larger than the endpoint takes.
     async fn attach_receipts(&self, blocks: &mut [RawBlock]) -> Result<(), RpcError> {
         let mut done = 0;
-        let mut attempts = 0;
+        let mut tries = Tries::default();
         while done < blocks.len() {
-            let by_tx = self.no_block_receipts.load(Relaxed);
+            let lease = self
+                .pool
+                .acquire(Want {
+                    block: blocks.last().map(|b| b.header.number),
+                    ..Want::default()
+                })
+                .await;
+            let ep = lease.ep;
+            let by_tx = ep.no_block_receipts.load(Relaxed);
             let size = if by_tx {
                 1
             } else {
-                self.effective_batch_size().min(blocks.len() - done)
+                ep.batch_size.load(Relaxed).min(blocks.len() - done)
             };
             let part = &mut blocks[done..done + size];
             let subject = Subject::range(part[0].header.number, part[part.len() - 1].header.number);
             let fetched = if by_tx {
-                self.tx_receipts(&part[0]).await.map(|r| vec![r])
+                self.tx_receipts(&lease, &part[0]).await.map(|r| vec![r])
             } else {
-                self.block_receipts(part).await
+                self.block_receipts(&lease, part).await
             };
             match fetched {
                 Ok(all) => {
@@ -437,48 +670,56 @@ impl RpcClient {
                         b.receipts = Some(r);
                     }
                     done += size;
-                    attempts = 0;
+                    tries.reset();
                 }
                 Err(f) if !by_tx && receipts::method_missing(&f) => {
-                    if !self.no_block_receipts.swap(true, Relaxed) {
-                        let error = self.scrub.scrub(&f.to_string());
-                        info!(target: TARGET, endpoint = self.endpoint(), error, "node has no eth_getBlockReceipts; fetching receipts with eth_getTransactionReceipt");
+                    if !ep.no_block_receipts.swap(true, Relaxed) {
+                        let error = self.scrub(&f.to_string());
+                        info!(target: TARGET, endpoint = ep.scrub.endpoint(), error, "node has no eth_getBlockReceipts; fetching receipts with eth_getTransactionReceipt");
                     }
                 }
                 Err(f) if size > 1 && classify(&f, true) == Class::BatchTooLarge => {
-                    self.shrink(size, &f);
+                    self.shrink(&lease, size, &f);
                 }
-                Err(f) => self.retry_or_fail(subject, f, false, &mut attempts).await?,
+                Err(f) => {
+                    self.retry_or_fail(subject, f, false, &mut tries, &lease)
+                        .await?
+                }
             }
         }
         Ok(())
     }
 
     /// `eth_getBlockReceipts` for every block, in one batch.
-    async fn block_receipts(&self, blocks: &[RawBlock]) -> Result<Vec<RawReceipts>, Failure> {
+    async fn block_receipts(
+        &self,
+        lease: &Lease<'_>,
+        blocks: &[RawBlock],
+    ) -> Result<Vec<RawReceipts>, Failure> {
         let hashes: Vec<_> = blocks.iter().map(|b| b.header.hash).collect();
         let body = receipts::request_body("eth_getBlockReceipts", &hashes);
         let answer = self
-            .round_trip(batch::post(&self.client, &self.url, body))
+            .round_trip(lease, batch::post(&self.client, &lease.ep.url, body))
             .await?;
         receipts::parse_block_receipts(answer, blocks.len())
     }
 
     /// `eth_getTransactionReceipt` for every transaction of `b`, in batches
     /// of at most `tx_receipt_batch` calls (halved when the provider caps
-    /// batches), read into one list.
-    async fn tx_receipts(&self, b: &RawBlock) -> Result<RawReceipts, Failure> {
+    /// batches), read into one list. The batches share `lease`'s slot.
+    async fn tx_receipts(&self, lease: &Lease<'_>, b: &RawBlock) -> Result<RawReceipts, Failure> {
+        let ep = lease.ep;
         let hashes = (0..b.txs.len())
             .map(|i| receipts::tx_hash(b.tx_json(i).unwrap_or_default()))
             .collect::<Result<Vec<_>, _>>()?;
         let mut parts = Vec::new();
         let mut done = 0;
         while done < hashes.len() {
-            let size = self.tx_receipt_batch.load(Relaxed).min(hashes.len() - done);
+            let size = ep.tx_receipt_batch.load(Relaxed).min(hashes.len() - done);
             let body =
                 receipts::request_body("eth_getTransactionReceipt", &hashes[done..done + size]);
             let answer = self
-                .round_trip(batch::post(&self.client, &self.url, body))
+                .round_trip(lease, batch::post(&self.client, &ep.url, body))
                 .await;
             match answer.and_then(|a| receipts::parse_tx_receipts(a, size)) {
                 Ok(part) => {
@@ -487,9 +728,9 @@ impl RpcClient {
                 }
                 Err(f) if size > 1 && classify(&f, true) == Class::BatchTooLarge => {
                     let to = halved(size);
-                    if self.tx_receipt_batch.fetch_min(to, Relaxed) > to {
-                        let error = self.scrub.scrub(&f.to_string());
-                        warn!(target: TARGET, endpoint = self.endpoint(), from = size, to, error, "provider caps batch size; shrinking receipt batches");
+                    if ep.tx_receipt_batch.fetch_min(to, Relaxed) > to {
+                        let error = self.scrub(&f.to_string());
+                        warn!(target: TARGET, endpoint = ep.scrub.endpoint(), from = size, to, error, "provider caps batch size; shrinking receipt batches");
                     }
                 }
                 Err(f) => return Err(f),
@@ -502,26 +743,37 @@ impl RpcClient {
     /// [`batch::request_body`]). Inner `Result`s are per-call outcomes.
     async fn fetch_chunk(
         &self,
+        lease: &Lease<'_>,
         first: u64,
         size: usize,
     ) -> Result<Vec<batch::CallOutcome>, Failure> {
         let body = batch::request_body(first, size);
         let answer = self
-            .round_trip(batch::post(&self.client, &self.url, body))
+            .round_trip(lease, batch::post(&self.client, &lease.ep.url, body))
             .await?;
         batch::parse_answer(answer, first, size).inspect_err(|_| {
             self.stats.errors.fetch_add(1, Relaxed);
         })
     }
 
-    /// Sends with the per-request timeout and counts the outcome.
-    async fn round_trip<T, E>(&self, fut: impl Future<Output = Result<T, E>>) -> Result<T, Failure>
+    /// Sends with the per-request timeout and counts the outcome. A
+    /// failure is told to the pool by [`retry_or_fail`](Self::retry_or_fail)
+    /// (a refused batch size or a missing method is no fault of the
+    /// endpoint's), a success here.
+    async fn round_trip<T, E>(
+        &self,
+        lease: &Lease<'_>,
+        fut: impl Future<Output = Result<T, E>>,
+    ) -> Result<T, Failure>
     where
         Failure: From<E>,
     {
         self.stats.requests.fetch_add(1, Relaxed);
         let res = match tokio::time::timeout(self.cfg.request_timeout, fut).await {
-            Ok(Ok(v)) => return Ok(v),
+            Ok(Ok(v)) => {
+                self.pool.succeeded(lease);
+                return Ok(v);
+            }
             Ok(Err(e)) => Failure::from(e),
             Err(_) => Failure::Timeout(self.cfg.request_timeout),
         };
@@ -529,62 +781,110 @@ impl RpcClient {
         Err(res)
     }
 
-    /// Fails at once on a fatal error or an exhausted budget, else sleeps
-    /// the backoff for this attempt and returns so the caller retries.
+    /// Tells the pool `lease`'s endpoint failed, then fails at once on a
+    /// fatal error (unless another endpoint is healthy: a broken answer may
+    /// be that endpoint's fault) or an exhausted budget. Returns so the
+    /// caller retries: the wait is the pool's, which benches the endpoint
+    /// (or honours its Retry-After) and meanwhile hands out the others.
     async fn retry_or_fail(
         &self,
         subject: Subject,
         failure: Failure,
         in_batch: bool,
-        attempts: &mut u32,
+        tries: &mut Tries,
+        lease: &Lease<'_>,
     ) -> Result<(), RpcError> {
-        if classify(&failure, in_batch) == Class::Fatal {
-            return Err(self.failed(subject, &failure));
+        self.pool.failed(lease, &failure);
+        let fatal = classify(&failure, in_batch) == Class::Fatal;
+        if fatal && (!self.pool.has_other(lease.ep.index) || config_failure(&failure)) {
+            return Err(self.failed_on(lease, subject, &failure));
         }
-        if *attempts >= self.cfg.max_retries {
+        let throttled = failure.throttled().is_some();
+        let spent = if throttled {
+            tries.throttles += 1;
+            tries.throttles > self.cfg.max_retries.saturating_mul(THROTTLES_PER_RETRY)
+        } else {
+            tries.failures >= self.cfg.max_retries
+        };
+        if spent {
             return Err(RpcError::RetriesExhausted {
-                endpoint: self.endpoint().to_owned(),
+                endpoint: lease.ep.scrub.endpoint().to_owned(),
                 subject,
-                retries: *attempts,
-                last: self.scrub.scrub(&failure.to_string()),
+                retries: tries.failures + tries.throttles,
+                last: self.scrub(&failure.to_string()),
             });
         }
-        let delay = backoff_delay(
-            *attempts,
-            self.cfg.backoff_initial,
-            self.cfg.backoff_max,
-            fastrand::f64(),
-        );
-        *attempts += 1;
+        if !throttled {
+            tries.failures += 1;
+        }
         self.stats.retries.fetch_add(1, Relaxed);
-        let error = self.scrub.scrub(&failure.to_string());
-        warn!(target: TARGET, endpoint = self.endpoint(), %subject, attempt = *attempts, ?delay, error, "retrying");
-        tokio::time::sleep(delay).await;
+        let error = self.scrub(&failure.to_string());
+        let endpoint = lease.ep.scrub.endpoint();
+        if throttled {
+            debug!(target: TARGET, endpoint, %subject, error, "rate limited; slowing down");
+        } else {
+            warn!(target: TARGET, endpoint, %subject, attempt = tries.failures, error, "retrying");
+        }
         Ok(())
     }
 
-    /// Halves the shared batch size after the provider refused `tried` calls.
-    fn shrink(&self, tried: usize, failure: &Failure) {
+    /// Halves `lease`'s endpoint's batch size after it refused `tried` calls.
+    fn shrink(&self, lease: &Lease<'_>, tried: usize, failure: &Failure) {
+        let ep = lease.ep;
         let to = halved(tried);
-        let from = self.batch_size.fetch_min(to, Relaxed);
+        let from = ep.batch_size.fetch_min(to, Relaxed);
         if to >= from {
             return; // another batch already shrank it at least as far
         }
-        let error = self.scrub.scrub(&failure.to_string());
-        if !self.shrink_logged.swap(true, Relaxed) {
-            warn!(target: TARGET, endpoint = self.endpoint(), from, to, error, "provider caps batch size; shrinking batches");
+        let error = self.scrub(&failure.to_string());
+        if !ep.shrink_logged.swap(true, Relaxed) {
+            warn!(target: TARGET, endpoint = ep.scrub.endpoint(), from, to, error, "provider caps batch size; shrinking batches");
         } else {
-            debug!(target: TARGET, endpoint = self.endpoint(), from, to, "shrinking batches again");
+            debug!(target: TARGET, endpoint = ep.scrub.endpoint(), from, to, "shrinking batches again");
         }
     }
 
-    fn failed(&self, subject: Subject, failure: &Failure) -> RpcError {
+    fn failed_on(&self, lease: &Lease<'_>, subject: Subject, failure: &Failure) -> RpcError {
         RpcError::Failed {
-            endpoint: self.endpoint().to_owned(),
+            endpoint: lease.ep.scrub.endpoint().to_owned(),
             subject,
-            cause: self.scrub.scrub(&failure.to_string()),
+            cause: self.scrub(&failure.to_string()),
         }
     }
+}
+
+/// Failures that no other endpoint fixes: the request itself is wrong.
+fn config_failure(f: &Failure) -> bool {
+    matches!(
+        f,
+        Failure::Rpc {
+            code: -32601 | -32602,
+            ..
+        }
+    )
+}
+
+/// The certificates of the PEM file `rpc.tls_ca_file`.
+fn read_ca_file(path: &std::path::Path) -> Result<Vec<reqwest::Certificate>, String> {
+    let pem = std::fs::read(path).map_err(|e| {
+        format!(
+            "setting rpc.tls_ca_file: cannot read {}: {e}",
+            path.display()
+        )
+    })?;
+    let certs = reqwest::Certificate::from_pem_bundle(&pem).map_err(|e| {
+        format!(
+            "setting rpc.tls_ca_file: {} is not a PEM certificate file: {e}",
+            path.display()
+        )
+    })?;
+    if certs.is_empty() {
+        return Err(format!(
+            "setting rpc.tls_ca_file: {} holds no PEM certificate",
+            path.display()
+        ));
+    }
+    Ok(certs)
 }
 
 #[cfg(test)]
@@ -596,15 +896,16 @@ mod tests {
     fn errors_name_endpoint_and_block_without_secrets() {
         let with_url = |url: &str| {
             let mut cfg = crate::config::Settings::defaults().rpc;
-            cfg.url = url.parse().unwrap();
+            cfg.urls = vec![url.parse().unwrap()];
             RpcClient::new(cfg)
         };
         let client = with_url("http://u:pw12@127.0.0.1:1/?key=zzzz").unwrap();
         assert_eq!(client.endpoint(), "http://127.0.0.1:1/");
-        let e = client.failed(
-            Subject::Block(123),
-            &Failure::Timeout(Duration::from_secs(2)),
-        );
+        let e = RpcError::Failed {
+            endpoint: client.endpoint().to_owned(),
+            subject: Subject::Block(123),
+            cause: client.scrub(&Failure::Timeout(Duration::from_secs(2)).to_string()),
+        };
         assert_eq!(
             e.to_string(),
             "rpc http://127.0.0.1:1/: block 123: timed out after 2s"

@@ -24,6 +24,12 @@ pub(crate) enum Failure {
     Timeout(Duration),
     /// An HTTP status other than 2xx.
     Status(u16),
+    /// HTTP 429 (or 503 with a Retry-After): the provider sheds load, and
+    /// may say when to come back.
+    Throttled {
+        status: u16,
+        retry_after: Option<Duration>,
+    },
     /// The request could not be sent or the answer not read (connection
     /// refused or reset, body cut short).
     Transport(String),
@@ -66,6 +72,11 @@ impl fmt::Display for Failure {
         let text = match self {
             Failure::Timeout(d) => format!("timed out after {d:?}"),
             Failure::Status(c) => format!("http status {c}"),
+            Failure::Throttled {
+                status,
+                retry_after: Some(d),
+            } => format!("http status {status} (retry after {d:?})"),
+            Failure::Throttled { status, .. } => format!("http status {status}"),
             Failure::Transport(m) | Failure::BadBatch(m) => m.clone(),
             Failure::Rpc { code, message } => format!("json-rpc error {code}: {message}"),
             Failure::Undecodable(m) => format!("failed to deserialize response: {m}"),
@@ -85,6 +96,52 @@ fn truncate(mut s: String) -> String {
     s
 }
 
+/// Words of JSON-RPC errors that mean "you send too much", not "this
+/// request is too big".
+const RATE_LIMITED: &[&str] = &[
+    "rate limit",
+    "too many requests",
+    "request limit",
+    "requests limit",
+    "exceeded the quota",
+    "throughput",
+];
+
+impl Failure {
+    /// `Some(retry_after)` when the provider is shedding load (HTTP 429,
+    /// a rate-limit error), with the wait it asked for if it named one.
+    pub(crate) fn throttled(&self) -> Option<Option<Duration>> {
+        match self {
+            Failure::Throttled { retry_after, .. } => Some(*retry_after),
+            Failure::Status(429) => Some(None),
+            Failure::Rpc { code, message } => {
+                let m = message.to_ascii_lowercase();
+                (matches!(code, -32016 | 429) || RATE_LIMITED.iter().any(|w| m.contains(w)))
+                    .then_some(None)
+            }
+            _ => None,
+        }
+    }
+}
+
+/// Longest Retry-After honoured; a provider naming a day (a spent daily
+/// quota) is asked again after this, and the wait is logged.
+pub(crate) const MAX_RETRY_AFTER: Duration = Duration::from_secs(3600);
+
+/// A `Retry-After` header: delay-seconds or an HTTP date, as RFC 9110
+/// allows; `None` when absent or unreadable. Capped at [`MAX_RETRY_AFTER`].
+pub(crate) fn retry_after(value: &str, now: std::time::SystemTime) -> Option<Duration> {
+    let v = value.trim();
+    let d = match v.parse::<u64>() {
+        Ok(secs) => Duration::from_secs(secs),
+        Err(_) => httpdate::parse_http_date(v)
+            .ok()?
+            .duration_since(now)
+            .unwrap_or(Duration::ZERO),
+    };
+    Some(d.min(MAX_RETRY_AFTER))
+}
+
 /// What to do about a failure.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Class {
@@ -101,7 +158,7 @@ pub(crate) enum Class {
 pub(crate) fn classify(failure: &Failure, in_batch: bool) -> Class {
     let batchy = |c| if in_batch { Class::BatchTooLarge } else { c };
     match failure {
-        Failure::Timeout(_) => Class::Retry,
+        Failure::Timeout(_) | Failure::Throttled { .. } => Class::Retry,
         Failure::Malformed(_) => Class::Fatal,
         Failure::Status(code) => classify_http(*code, in_batch),
         Failure::Rpc { code, message } => classify_rpc(*code, message, in_batch),
@@ -317,6 +374,40 @@ mod tests {
         };
         assert_eq!(raw.to_string(), "json-rpc error -32602: invalid params");
         assert_eq!(classify(&raw, false), Class::Fatal);
+    }
+
+    #[test]
+    fn rate_limits_are_told_from_other_failures() {
+        let now = std::time::SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000_000);
+        assert_eq!(retry_after("3", now), Some(Duration::from_secs(3)));
+        assert_eq!(retry_after(" 0 ", now), Some(Duration::ZERO));
+        let date = httpdate::fmt_http_date(now + Duration::from_secs(7));
+        assert_eq!(retry_after(&date, now), Some(Duration::from_secs(7)));
+        assert_eq!(retry_after("soon", now), None);
+        assert_eq!(retry_after("999999999", now), Some(MAX_RETRY_AFTER));
+        let t = Failure::Throttled {
+            status: 429,
+            retry_after: Some(Duration::from_secs(2)),
+        };
+        assert_eq!(t.throttled(), Some(Some(Duration::from_secs(2))));
+        assert_eq!(t.to_string(), "http status 429 (retry after 2s)");
+        assert_eq!(classify(&t, true), Class::Retry);
+        assert_eq!(Failure::Status(429).throttled(), Some(None));
+        let rpc = |code, m: &str| Failure::Rpc {
+            code,
+            message: m.into(),
+        };
+        assert_eq!(
+            rpc(-32005, "daily request limit reached").throttled(),
+            Some(None)
+        );
+        assert_eq!(rpc(-32016, "x").throttled(), Some(None));
+        assert_eq!(
+            rpc(-32005, "query returned more than 10000 results").throttled(),
+            None
+        );
+        assert_eq!(Failure::Status(502).throttled(), None);
+        assert_eq!(Failure::Timeout(MS).throttled(), None);
     }
 
     #[test]

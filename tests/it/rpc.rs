@@ -18,7 +18,7 @@ const MS: Duration = Duration::from_millis(1);
 /// Fast retries so fault tests take milliseconds, not minutes.
 fn config(url: &str) -> RpcSettings {
     RpcSettings {
-        url: url.parse().expect("test url"),
+        urls: vec![url.parse().expect("test url")],
         batch_size: nz(10),
         max_in_flight: nz(4),
         request_timeout: 300 * MS,
