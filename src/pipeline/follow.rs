@@ -164,7 +164,7 @@ pub async fn follow(ctx: &Ctx, start: FollowStart) -> anyhow::Result<ConvergeEnd
 async fn subscribe(ctx: &Ctx) -> Option<Heads> {
     match ctx.source.new_heads().await {
         Ok(Some(s)) => {
-            tracing::info!(target: "indexer::follow", "subscribed to newHeads");
+            tracing::debug!(target: "indexer::follow", "woken by new heads as well as by polling");
             Some(s)
         }
         Ok(None) => None,

@@ -11,10 +11,10 @@
 //! transactions. A full mainnet block is ~370 KB of JSON, nearly all of it
 //! transactions the client never reads: here the whole answer is scanned
 //! once, nothing is copied out of it, and `decode` later parses each
-//! transaction straight from its slice. `head`, `header` and `subscribe_heads` are small
-//! and rare, so they keep using web3.
+//! transaction straight from its slice. `head`, `header` and the
+//! other small calls go through [`post`] and [`parse_single`] too.
 //!
-//! Error semantics match web3's, so the retry policy in `retry` applies
+//! Error semantics match web3's (which the project used before), so the retry policy in `retry` applies
 //! unchanged: send/read failures, non-2xx statuses, JSON-RPC error objects
 //! (for the batch or per call), bodies that are not JSON, and batches not
 //! answered one-for-one.
@@ -75,6 +75,24 @@ pub(crate) fn request_body(first: u64, size: usize) -> String {
     out
 }
 
+/// A reqwest error with its causes (`connection refused`, `timed out`),
+/// which its own text leaves out, and without the URL, which the error
+/// around it names already, redacted.
+fn causes(e: reqwest::Error) -> String {
+    let e = e.without_url();
+    let mut text = e.to_string();
+    let mut source = std::error::Error::source(&e);
+    while let Some(s) = source {
+        let s_text = s.to_string();
+        if !text.contains(&s_text) {
+            text.push_str(": ");
+            text.push_str(&s_text);
+        }
+        source = s.source();
+    }
+    text
+}
+
 /// POSTs `body` and returns the answer's bytes; any non-2xx status is a
 /// failure. The body is read even then, as web3 does, so the connection
 /// stays reusable.
@@ -85,7 +103,7 @@ pub(crate) async fn post(client: &Client, url: &Url, body: String) -> Result<Vec
         .body(body)
         .send()
         .await
-        .map_err(|e| Failure::Transport(format!("failed to send request: {e}")))?;
+        .map_err(|e| Failure::Transport(format!("failed to send request: {}", causes(e))))?;
     let status = response.status();
     let failure = (!status.is_success()).then(|| status_failure(status, response.headers()));
     // Chunks go straight into one buffer sized by Content-Length: one copy
@@ -107,7 +125,8 @@ pub(crate) async fn post(client: &Client, url: &Url, body: String) -> Result<Vec
             Ok(None) => break,
             Err(e) => {
                 return Err(Failure::Transport(format!(
-                    "failed to read response bytes: {e}"
+                    "failed to read response bytes: {}",
+                    causes(e)
                 )));
             }
         }

@@ -1,5 +1,5 @@
 //! The JSON-RPC client stage: fetches heads, full blocks and headers from an
-//! EVM node over HTTP (and new-head notifications over WebSocket).
+//! EVM node over HTTP (and new-head notifications over WebSocket, `ws`).
 //!
 //! With `logs.mode`, each block also comes with its receipts
 //! (`receipts`: `eth_getBlockReceipts` by block hash, or batched
@@ -18,14 +18,12 @@
 //! to index. Endpoints appear in logs and errors only through
 //! [`redact_url`](crate::redact::redact_url), never with credentials.
 //!
-//! Full blocks, the hot path, are fetched by `batch` with plain reqwest
-//! POSTs instead of web3's transport: web3 parsed each answer into
-//! `serde_json::Value` trees twice, which with building transactions from
-//! those trees cost about a third of the indexer's CPU in a backfill (see
-//! `batch`). `head`, `header` and `subscribe_heads` are small and rare and
-//! still go through web3, sharing the same reqwest client and its
-//! connection pool. The client is the pipeline's
-//! [`Source`](crate::source::Source) (see `source`).
+//! Every call is a plain reqwest POST (`batch`): web3's transport parsed
+//! each answer into `serde_json::Value` trees twice, which with building
+//! transactions from those trees cost about a third of the indexer's CPU
+//! in a backfill. TLS is rustls everywhere, for `https://` and `wss://`
+//! alike, with the public web roots plus `rpc.tls_ca_file`. The client is
+//! the pipeline's [`Source`](crate::source::Source) (see `source`).
 
 mod batch;
 mod log_stream;
@@ -36,6 +34,7 @@ mod retry;
 mod source;
 mod types;
 mod wire;
+mod ws;
 
 use std::fmt;
 use std::ops::RangeInclusive;
@@ -47,9 +46,10 @@ use crate::decode::{BlockHeader, RawBlock, RawReceipts};
 use crate::metrics::RpcStats;
 use crate::redact::Scrubber;
 use futures::{Stream, StreamExt, TryStreamExt, future::ready, stream};
+use rustls::pki_types::CertificateDer;
+use rustls::pki_types::pem::PemObject;
 use serde_json::Value;
 use tracing::{debug, info, warn};
-use web3::transports::WebSocket;
 
 use pool::{Lease, Pool, PoolSettings, Want};
 use retry::{Class, Failure, backoff_delay, classify, halved};
@@ -90,6 +90,8 @@ pub struct RpcClient {
     get_logs: Option<GetLogs>,
     /// `(block, endpoint)` of recently served blocks, by block % slots.
     served: Mutex<Vec<(u64, usize)>>,
+    /// The newHeads socket's settings, when `rpc.ws_url` is set.
+    ws: Option<ws::WsSettings>,
 }
 
 /// What `getLogs` mode keeps between calls.
@@ -141,12 +143,29 @@ impl RpcClient {
             endpoint: names.clone(),
             reason,
         };
+        let extra_roots = match &cfg.tls_ca_file {
+            Some(path) => read_ca_file(path).map_err(bad)?,
+            None => Vec::new(),
+        };
         let mut builder = reqwest::Client::builder().user_agent(USER_AGENT);
-        if let Some(path) = &cfg.tls_ca_file {
-            for cert in read_ca_file(path).map_err(bad)? {
-                builder = builder.add_root_certificate(cert);
-            }
+        for der in &extra_roots {
+            let cert = reqwest::Certificate::from_der(der.as_ref())
+                .map_err(|e| bad(format!("setting rpc.tls_ca_file: {e}")))?;
+            builder = builder.add_root_certificate(cert);
         }
+        let ws = match &cfg.ws_url {
+            Some(url) => Some(ws::WsSettings {
+                url: url.clone(),
+                tls: tls_config(extra_roots).map_err(|reason| RpcError::Config {
+                    endpoint: Scrubber::new(url.as_str()).endpoint().to_owned(),
+                    reason,
+                })?,
+                timeout: cfg.request_timeout,
+                backoff_initial: cfg.backoff_initial,
+                backoff_max: cfg.backoff_max,
+            }),
+            None => None,
+        };
         let client = builder
             .build()
             .map_err(|e| bad(format!("failed to build client: {e}")))?;
@@ -176,6 +195,7 @@ impl RpcClient {
             receipts: false,
             get_logs: None,
             served: Mutex::new(vec![(u64::MAX, 0); SERVED_SLOTS]),
+            ws,
         })
     }
 
@@ -196,9 +216,12 @@ impl RpcClient {
         self.get_logs.is_some()
     }
 
-    /// The `newHeads` endpoint of the settings, if any.
-    pub fn ws_url(&self) -> Option<&url::Url> {
-        self.cfg.ws_url.as_ref()
+    /// Block numbers of new heads from `eth_subscribe newHeads` on
+    /// `rpc.ws_url` (`None` when it is not set). The stream lives as long
+    /// as the caller keeps it: a dropped socket is subscribed again with
+    /// backoff, and yields nothing meanwhile (see `ws`).
+    pub fn new_heads(&self) -> Option<crate::source::Heads> {
+        self.ws.clone().map(ws::new_heads)
     }
 
     /// The endpoints as they may be logged, comma-separated.
@@ -470,45 +493,6 @@ impl RpcClient {
         let s = self.served.lock().unwrap_or_else(|p| p.into_inner());
         let (m, e) = s[(n % SERVED_SLOTS as u64) as usize];
         (m == n).then_some(e)
-    }
-
-    /// Block numbers of new heads, from `eth_subscribe newHeads` on
-    /// `ws_url`. The stream ends when the connection drops; callers fall back
-    /// to polling [`head`](Self::head) then, or if this errors.
-    pub async fn subscribe_heads(
-        &self,
-        ws_url: &url::Url,
-    ) -> Result<impl Stream<Item = u64> + Send + Unpin + 'static, RpcError> {
-        let scrub = Scrubber::new(ws_url.as_str());
-        let fail = |cause: String| RpcError::Failed {
-            endpoint: scrub.endpoint().to_owned(),
-            subject: Subject::Subscribe,
-            cause: scrub.scrub(&cause),
-        };
-        let deadline = self.cfg.request_timeout;
-        let timed_out = || fail(Failure::Timeout(deadline).to_string());
-        let ws = tokio::time::timeout(deadline, WebSocket::new(ws_url.as_str()))
-            .await
-            .map_err(|_| timed_out())?
-            .map_err(|e| fail(Failure::from(e).to_string()))?;
-        let sub = tokio::time::timeout(
-            deadline,
-            web3::Web3::new(ws).eth_subscribe().subscribe_new_heads(),
-        )
-        .await
-        .map_err(|_| timed_out())?
-        .map_err(|e| fail(Failure::from(e).to_string()))?;
-        let endpoint = scrub.endpoint().to_owned();
-        info!(target: TARGET, endpoint, "subscribed to new heads");
-        Ok(sub.filter_map(move |item| {
-            ready(match item {
-                Ok(h) => h.number.map(|n| n.as_u64()),
-                Err(e) => {
-                    debug!(target: TARGET, endpoint, error = %Failure::from(e), "undecodable head");
-                    None
-                }
-            })
-        }))
     }
 
     /// One JSON-RPC call to the endpoint of `lease`: its `result`.
@@ -865,19 +849,21 @@ fn config_failure(f: &Failure) -> bool {
 }
 
 /// The certificates of the PEM file `rpc.tls_ca_file`.
-fn read_ca_file(path: &std::path::Path) -> Result<Vec<reqwest::Certificate>, String> {
+fn read_ca_file(path: &std::path::Path) -> Result<Vec<CertificateDer<'static>>, String> {
     let pem = std::fs::read(path).map_err(|e| {
         format!(
             "setting rpc.tls_ca_file: cannot read {}: {e}",
             path.display()
         )
     })?;
-    let certs = reqwest::Certificate::from_pem_bundle(&pem).map_err(|e| {
-        format!(
-            "setting rpc.tls_ca_file: {} is not a PEM certificate file: {e}",
-            path.display()
-        )
-    })?;
+    let certs = CertificateDer::pem_slice_iter(&pem)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| {
+            format!(
+                "setting rpc.tls_ca_file: {} is not a PEM certificate file: {e}",
+                path.display()
+            )
+        })?;
     if certs.is_empty() {
         return Err(format!(
             "setting rpc.tls_ca_file: {} holds no PEM certificate",
@@ -885,6 +871,26 @@ fn read_ca_file(path: &std::path::Path) -> Result<Vec<reqwest::Certificate>, Str
         ));
     }
     Ok(certs)
+}
+
+/// rustls settings for `wss://`: the public web roots plus `extra`, with
+/// the ring provider (the one sqlx and reqwest use too).
+fn tls_config(extra: Vec<CertificateDer<'static>>) -> Result<Arc<rustls::ClientConfig>, String> {
+    let mut roots = rustls::RootCertStore::empty();
+    roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
+    for cert in extra {
+        roots
+            .add(cert)
+            .map_err(|e| format!("setting rpc.tls_ca_file: unusable certificate: {e}"))?;
+    }
+    let config = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .map_err(|e| format!("TLS: {e}"))?
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    Ok(Arc::new(config))
 }
 
 #[cfg(test)]

@@ -8,16 +8,13 @@
 use std::fmt;
 use std::time::Duration;
 
-use web3::error::{Error as Web3Error, TransportError};
-
 /// Longest cause text kept in logs and errors; some transport errors embed the
 /// whole response body, which for a block can be megabytes.
 const MAX_CAUSE_CHARS: usize = 300;
 
 /// What went wrong with one round trip, or with one call inside a batch.
-/// Transport-neutral: the raw block path builds these directly, and web3
-/// errors (head, header) are mapped onto them by `From`, so both paths share
-/// one classification and one wording.
+/// Transport-neutral: every path (blocks, receipts, logs, head, header)
+/// builds these directly, so all share one classification and one wording.
 #[derive(Debug)]
 pub(crate) enum Failure {
     /// No answer within the per-request timeout.
@@ -40,31 +37,11 @@ pub(crate) enum Failure {
     /// JSON, but not one response per call: a non-array or a success object
     /// for a batch, the wrong number of responses, unknown ids.
     BadBatch(String),
-    /// Any other web3 error.
-    Web3(Web3Error),
     /// The node answered, but not with what we asked for.
     Malformed(String),
     /// The node has not got what it just served (receipts of a block it
     /// answered with): a lagging or load-balanced node; worth retrying.
     Missing(String),
-}
-
-impl From<Web3Error> for Failure {
-    fn from(e: Web3Error) -> Self {
-        match e {
-            Web3Error::Rpc(e) => Failure::Rpc {
-                code: e.code.code(),
-                message: e.message,
-            },
-            Web3Error::Transport(TransportError::Code(c)) => Failure::Status(c),
-            Web3Error::Transport(TransportError::Message(m)) => Failure::Transport(m),
-            Web3Error::Unreachable => Failure::Transport("server is unreachable".to_owned()),
-            Web3Error::Io(e) => Failure::Transport(format!("io error: {e}")),
-            Web3Error::Decoder(m) => Failure::BadBatch(format!("undecodable response: {m}")),
-            Web3Error::InvalidResponse(m) => Failure::BadBatch(format!("invalid response: {m}")),
-            other => Failure::Web3(other),
-        }
-    }
 }
 
 impl fmt::Display for Failure {
@@ -80,7 +57,6 @@ impl fmt::Display for Failure {
             Failure::Transport(m) | Failure::BadBatch(m) => m.clone(),
             Failure::Rpc { code, message } => format!("json-rpc error {code}: {message}"),
             Failure::Undecodable(m) => format!("failed to deserialize response: {m}"),
-            Failure::Web3(e) => e.to_string().to_lowercase(),
             Failure::Malformed(m) => format!("malformed response: {m}"),
             Failure::Missing(m) => m.clone(),
         };
@@ -168,7 +144,6 @@ pub(crate) fn classify(failure: &Failure, in_batch: bool) -> Class {
         // A batch answered by a non-array, by a success object, or by the
         // wrong number of responses: providers that cap batches do this.
         Failure::BadBatch(_) => batchy(Class::Retry),
-        Failure::Web3(_) => Class::Fatal,
     }
 }
 
@@ -316,10 +291,7 @@ mod tests {
 
     #[test]
     fn transport_failures() {
-        // web3 errors (head, header) map onto the same variants as the raw
-        // block path's, so both classify alike.
-        let w = |e: Web3Error| Failure::from(e);
-        let t = |m: &str| w(Web3Error::Transport(TransportError::Message(m.into())));
+        let t = |m: &str| Failure::Transport(m.into());
         assert_eq!(
             classify(&t("failed to send request: connection refused"), false),
             Class::Retry
@@ -336,7 +308,7 @@ mod tests {
             classify(&Failure::Malformed("x".into()), false),
             Class::Fatal
         );
-        let non_array = w(Web3Error::Decoder("invalid type: string".into()));
+        let non_array = Failure::BadBatch("undecodable response: invalid type: string".into());
         assert_eq!(classify(&non_array, true), Class::BatchTooLarge);
         assert_eq!(classify(&non_array, false), Class::Retry);
         let short = Failure::BadBatch("unexpected number of responses".into());
@@ -344,16 +316,12 @@ mod tests {
         // A proxy's HTML error page is not a batch refusal.
         let html = Failure::Undecodable("expected value at line 1 column 1: <html>".into());
         assert_eq!(classify(&html, true), Class::Retry);
-        let code = |c| w(Web3Error::Transport(TransportError::Code(c)));
-        assert_eq!(classify(&code(413), true), Class::BatchTooLarge);
-        assert_eq!(classify(&code(429), true), Class::Retry);
+        assert_eq!(classify(&Failure::Status(429), true), Class::Retry);
         assert_eq!(classify(&Failure::Status(413), true), Class::BatchTooLarge);
         assert_eq!(classify(&Failure::Status(401), true), Class::Fatal);
-        // The jsonrpc error type is not re-exported by web3; let inference
-        // name it from the variant.
-        let rpc = |code: i64, message: &str| {
-            let obj = serde_json::json!({ "code": code, "message": message });
-            w(Web3Error::Rpc(serde_json::from_value(obj).unwrap()))
+        let rpc = |code: i64, message: &str| Failure::Rpc {
+            code,
+            message: message.into(),
         };
         assert_eq!(classify(&rpc(-32602, "invalid params"), true), Class::Fatal);
         assert_eq!(
@@ -416,8 +384,6 @@ mod tests {
         let text = long.to_string();
         assert!(text.len() < MAX_CAUSE_CHARS + 40, "{}", text.len());
         assert!(text.ends_with("..."));
-        let code = Failure::from(Web3Error::Transport(TransportError::Code(503)));
-        assert_eq!(code.to_string(), "http status 503");
         assert_eq!(Failure::Status(503).to_string(), "http status 503");
     }
 }

@@ -40,9 +40,6 @@ impl Source for RpcClient {
     }
 
     async fn new_heads(&self) -> anyhow::Result<Option<Heads>> {
-        let Some(ws) = self.ws_url() else {
-            return Ok(None);
-        };
-        Ok(Some(self.subscribe_heads(ws).await?.boxed()))
+        Ok(RpcClient::new_heads(self))
     }
 }
