@@ -105,6 +105,10 @@ pub struct DatabaseSettings {
     #[serde(deserialize_with = "optional")]
     pub data_dir: Option<PathBuf>,
     pub max_connections: NonZeroU32,
+    /// How long a run keeps trying to reach a database that went away
+    /// mid-run before it exits.
+    #[serde(rename = "reconnect_budget_ms", deserialize_with = "millis")]
+    pub reconnect_budget: Duration,
 }
 
 /// The recovery pool and the writer.
@@ -241,6 +245,7 @@ impl std::fmt::Debug for DatabaseSettings {
             .field("url", &self.url.as_ref().map(|u| redact_url(u.as_str())))
             .field("data_dir", &self.data_dir)
             .field("max_connections", &self.max_connections)
+            .field("reconnect_budget", &self.reconnect_budget)
             .finish()
     }
 }

@@ -14,6 +14,9 @@ use crate::store::Store;
 /// one (stopped when this is dropped).
 pub struct Database {
     pub store: Store,
+    /// The database as it may be logged: its redacted URL, or where the
+    /// embedded cluster lives.
+    pub name: String,
     embedded: Option<Cluster>,
 }
 
@@ -41,6 +44,7 @@ pub async fn open_database(settings: &Settings) -> anyhow::Result<Database> {
             .with_context(|| format!("database {shown}"))?;
         return Ok(Database {
             store,
+            name: shown,
             embedded: None,
         });
     }
@@ -60,6 +64,7 @@ pub async fn open_database(settings: &Settings) -> anyhow::Result<Database> {
     .await?;
     Ok(Database {
         store,
+        name: format!("embedded in {}", data_dir.display()),
         embedded: Some(cluster),
     })
 }

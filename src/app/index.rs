@@ -16,6 +16,7 @@ use crate::metrics::Metrics;
 use crate::pipeline::{ConvergeEnd, Ctx, FollowStart, PipelineSettings};
 use crate::recover::Pool;
 use crate::rpc::RpcClient;
+use crate::store::Reconnecting;
 
 use super::open_database;
 use super::trust::Trust;
@@ -65,11 +66,18 @@ where
     let database = open_database(&settings).await?;
     let lock = database.store.lock_writer().await?;
     let store = database.store.clone().with_events(&settings.events).await?;
+    let sink = Arc::new(Reconnecting::new(
+        store.clone(),
+        lock,
+        database.name.clone(),
+        settings.database.reconnect_budget,
+    ));
     let (trigger, shutdown) = crate::shutdown::channel();
     crate::shutdown::listen_for_signals(trigger);
     let metrics = Metrics::new();
     let rpc = Arc::new(RpcClient::new(settings.rpc.clone())?.with_logs(&settings.logs));
-    metrics.attach_rpc(rpc.stats());
+    let rpc_stats = rpc.stats();
+    metrics.attach_rpc(Arc::clone(&rpc_stats));
     if let Some(addr) = settings.metrics.listen {
         let listener = tokio::net::TcpListener::bind(addr)
             .await
@@ -89,7 +97,7 @@ where
     };
     let ctx = Arc::new(Ctx::new(
         rpc,
-        Arc::new(store.clone()),
+        Arc::clone(&sink) as Arc<dyn crate::sink::Sink>,
         Arc::new(Pool::from_setting(settings.index.threads)),
         PipelineSettings::from(settings),
         metrics,
@@ -97,11 +105,22 @@ where
     ));
     let end = converge(Arc::clone(&ctx), trust).await?;
     ctx.progress.lock().await.finish();
-    lock.release().await?;
+    sink.release().await?;
     let summary = crate::progress::summary(&ctx.metrics, what);
     match end {
         ConvergeEnd::Complete => tracing::info!(target: "indexer", "{summary}"),
         ConvergeEnd::Shutdown => tracing::info!(target: "indexer", "stopped by signal; {summary}"),
+    }
+    for ep in rpc_stats.endpoints() {
+        tracing::info!(
+            target: "indexer::rpc",
+            endpoint = ep.name(),
+            requests = ep.requests(),
+            errors = ep.errors(),
+            throttled = ep.throttled(),
+            benched = ep.benched(),
+            "endpoint totals"
+        );
     }
     let undecodable = store.undecodable_logs();
     if undecodable > 0 {

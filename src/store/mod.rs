@@ -15,6 +15,7 @@ mod copy;
 mod events;
 mod indexes;
 pub mod query;
+mod reconnect;
 mod sink;
 mod tables;
 
@@ -25,6 +26,7 @@ use crate::decode::B256;
 use crate::recover::RecoveredBlock;
 use crate::sink::{WriteOutcome, Written};
 use copy::CopyBuf;
+pub use reconnect::Reconnecting;
 pub use tables::{LookupIndex, Rows, TABLES, Table};
 
 /// The schema, embedded from `migrations/` and applied at start.
@@ -51,6 +53,41 @@ pub enum StoreError {
         "another sender-indexer is writing to this database\n\nstop it first, or point this one at another database"
     )]
     Locked,
+    #[error(
+        "the writer lock was lost while the database was away, and another sender-indexer holds it now\n\nonly one indexer may write to a database; stop the other one, then rerun this one (it resumes after the checkpoint)"
+    )]
+    LockLost,
+    #[error(
+        "the database came back without blocks it had committed: this run's checkpoint was block {committed}, the database's is {}\n\nit lost acknowledged commits (synchronous_commit off, or a failover to a replica that was behind); a rerun resumes from its checkpoint and fills the gap",
+        checkpoint.map_or("none".to_owned(), |c| format!("block {c}"))
+    )]
+    CommitsLost {
+        committed: u64,
+        checkpoint: Option<u64>,
+    },
+}
+
+impl StoreError {
+    /// Whether the statement failed because the connection did (server
+    /// restarted, crashed or shutting down, network gone), so that the
+    /// same statement may succeed on a new connection.
+    pub fn connection_lost(&self) -> bool {
+        let StoreError::Sql(e) = self else {
+            return false;
+        };
+        match e {
+            sqlx::Error::Io(_)
+            | sqlx::Error::PoolTimedOut
+            | sqlx::Error::PoolClosed
+            | sqlx::Error::WorkerCrashed => true,
+            // Class 08: connection exception; 57P01-57P03: admin or crash
+            // shutdown, cannot connect now (starting up, recovering).
+            sqlx::Error::Database(db) => db
+                .code()
+                .is_some_and(|c| c.starts_with("08") || matches!(&*c, "57P01" | "57P02" | "57P03")),
+            _ => false,
+        }
+    }
 }
 
 type Result<T> = std::result::Result<T, StoreError>;
@@ -61,6 +98,13 @@ pub struct WriterLock {
 }
 
 impl WriterLock {
+    /// Whether the lock's connection is still alive (and so the lock
+    /// still held).
+    pub async fn check(&mut self) -> Result<()> {
+        sqlx::query("SELECT 1").execute(&mut self.conn).await?;
+        Ok(())
+    }
+
     /// Releases the lock now rather than when the server notices we left.
     pub async fn release(mut self) -> Result<()> {
         sqlx::query("SELECT pg_advisory_unlock($1)")
@@ -87,6 +131,9 @@ impl Store {
     pub async fn connect(options: PgConnectOptions, max_connections: u32) -> Result<Store> {
         let pool = PgPoolOptions::new()
             .max_connections(max_connections.max(2))
+            // A statement waits this long for a connection; a database that
+            // went away is retried by `Reconnecting`, within its budget.
+            .acquire_timeout(std::time::Duration::from_secs(5))
             .connect_with(options)
             .await?;
         MIGRATOR.run(&pool).await?;

@@ -110,6 +110,72 @@ fn sweep_dead_runs() {
     }
 }
 
+/// A cluster of one test's own, for tests that stop or restart the server
+/// (which the shared one must never be). Stopped and removed on drop.
+pub struct OwnCluster {
+    opts: ClusterOptions,
+    root: PathBuf,
+    cluster: Option<Cluster>,
+}
+
+impl OwnCluster {
+    pub fn start() -> OwnCluster {
+        sweep_dead_runs();
+        let root = tempfile::Builder::new()
+            .prefix(&format!("{DIR_PREFIX}{}-own-", std::process::id()))
+            .tempdir_in("/tmp")
+            .unwrap()
+            .keep();
+        fs::set_permissions(&root, fs::Permissions::from_mode(0o711)).unwrap();
+        // Durable like a real server (fsync and synchronous_commit on):
+        // after a crash it has every commit it acknowledged.
+        let opts = ClusterOptions::new(root.join("data"));
+        let cluster = Cluster::start(&opts).unwrap_or_else(|e| panic!("own cluster: {e:#}"));
+        OwnCluster {
+            opts,
+            root,
+            cluster: Some(cluster),
+        }
+    }
+
+    fn cluster(&self) -> &Cluster {
+        self.cluster.as_ref().expect("the cluster is running")
+    }
+
+    /// A new database in it: a pool, and the URL an indexer is given.
+    pub async fn fresh_db(&self, name: &str) -> (PgPool, String) {
+        let c = self.cluster();
+        assert!(c.create_database_if_missing(name).await.unwrap());
+        let pool = PgPoolOptions::new()
+            .connect_with(c.connect_options(name))
+            .await
+            .unwrap();
+        (pool, c.url(name))
+    }
+
+    /// `pg_ctl stop -m immediate`: every connection is cut at once, as in
+    /// a crash; the next start runs crash recovery.
+    pub fn stop_immediate(&mut self) {
+        if let Some(c) = self.cluster.take() {
+            c.stop_with(StopMode::Immediate).unwrap();
+        }
+    }
+
+    /// Starts it again on the same data directory, socket and port.
+    pub fn start_again(&mut self) {
+        assert!(self.cluster.is_none(), "already running");
+        let c = Cluster::start(&self.opts).unwrap_or_else(|e| panic!("restart: {e:#}"));
+        self.cluster = Some(c);
+    }
+}
+
+impl Drop for OwnCluster {
+    fn drop(&mut self) {
+        self.stop_immediate();
+        let _ = fs::remove_dir_all(&self.root);
+    }
+}
+
 /// The checkpoint's block number; `None` when there is none yet, also
 /// before the indexer has created the schema.
 pub async fn checkpoint(pool: &PgPool) -> Option<u64> {

@@ -1,0 +1,234 @@
+//! The [`Sink`] an indexing run writes through: the [`Store`], holding the
+//! writer lock, made to outlive the database going away.
+//!
+//! A statement that fails because the connection did (the server
+//! restarted, crashed or shut down, the network dropped) is tried again
+//! with a doubling backoff until it succeeds or `database.reconnect_budget`
+//! has passed since the first failure; then the run stops with an error
+//! that names the database (redacted) and says that a rerun resumes. This
+//! is safe because every method of the store is whole and idempotent: a
+//! write commits its blocks with the checkpoint or nothing, and writing a
+//! block that is already stored with the same hash changes nothing, so a
+//! commit whose answer was lost is simply found done on the next try.
+//!
+//! A server can also come back without commits it had acknowledged
+//! (`synchronous_commit = off`, a failover to a replica that was behind).
+//! Blocks written after that would leave a gap below them, so after every
+//! outage the checkpoint is read first: if it lies below the last block
+//! this run committed, the run stops and says so; the checkpoint and the
+//! blocks are lost together, so a rerun fills the gap.
+//!
+//! The writer lock is a session lock on a connection of its own, and a
+//! restarted server has forgotten it. So before every change (writes,
+//! rollbacks, index builds) the lock's connection is checked, and taken
+//! again on a new one if it died; another indexer that took it meanwhile
+//! stops this one.
+//!
+//! It adds no SQL of its own beyond that check and knows nothing of what
+//! the statements do.
+
+use std::time::Duration;
+
+use tokio::sync::Mutex;
+use tokio::time::Instant;
+
+use super::{Store, StoreError, WriterLock};
+use crate::decode::B256;
+use crate::recover::RecoveredBlock;
+use crate::sink::{Sink, Written};
+
+const TARGET: &str = "indexer::store";
+const BACKOFF_INITIAL: Duration = Duration::from_millis(200);
+const BACKOFF_MAX: Duration = Duration::from_secs(10);
+
+pub struct Reconnecting {
+    store: Store,
+    lock: Mutex<Option<WriterLock>>,
+    /// The database as it may be logged (see `redact`).
+    name: String,
+    budget: Duration,
+    /// The checkpoint as this run left it (`None`: not written yet).
+    committed: std::sync::Mutex<Option<u64>>,
+}
+
+impl Reconnecting {
+    pub fn new(store: Store, lock: WriterLock, name: String, budget: Duration) -> Reconnecting {
+        Reconnecting {
+            store,
+            lock: Mutex::new(Some(lock)),
+            name,
+            budget,
+            committed: std::sync::Mutex::new(None),
+        }
+    }
+
+    fn committed(&self) -> Option<u64> {
+        *self.committed.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn set_committed(&self, n: u64) {
+        *self.committed.lock().unwrap_or_else(|p| p.into_inner()) = Some(n);
+    }
+
+    /// After an outage: the database still holds what this run committed.
+    async fn check_durable(&self) -> Result<(), StoreError> {
+        let Some(ours) = self.committed() else {
+            return Ok(());
+        };
+        let theirs = self.store.checkpoint().await?.map(|c| c.0);
+        if theirs.is_none_or(|t| t < ours) {
+            return Err(StoreError::CommitsLost {
+                committed: ours,
+                checkpoint: theirs,
+            });
+        }
+        Ok(())
+    }
+
+    /// Releases the writer lock (at the end of a run).
+    pub async fn release(&self) -> Result<(), StoreError> {
+        match self.lock.lock().await.take() {
+            Some(lock) => lock.release().await,
+            None => Ok(()),
+        }
+    }
+
+    /// `op` until it succeeds, fails for a reason other than the
+    /// connection, or the budget is spent; `changes`: it writes, so the
+    /// writer lock must be held first.
+    async fn retrying<T, F, Fut>(&self, what: &str, changes: bool, op: F) -> anyhow::Result<T>
+    where
+        F: Fn() -> Fut,
+        Fut: Future<Output = Result<T, StoreError>>,
+    {
+        let mut lost: Option<Instant> = None;
+        let mut delay = BACKOFF_INITIAL;
+        loop {
+            let attempt = async {
+                if lost.is_some() {
+                    self.check_durable().await?;
+                }
+                if changes {
+                    self.hold_lock().await?;
+                }
+                op().await
+            };
+            let err = match attempt.await {
+                Ok(v) => {
+                    if let Some(since) = lost {
+                        tracing::info!(target: TARGET, database = self.name, "database is back after {:.1?}; {what} went through", since.elapsed());
+                    }
+                    return Ok(v);
+                }
+                Err(e) if e.connection_lost() => e,
+                Err(e) => return Err(e.into()),
+            };
+            let first = lost.is_none();
+            let since = *lost.get_or_insert_with(Instant::now);
+            let gone = since.elapsed();
+            if gone >= self.budget {
+                anyhow::bail!(
+                    "database {}: unreachable for {gone:.0?} while trying to {what}, and database.reconnect_budget_ms is {:?}: {err}\n\nnothing partial was written: once the database is back, a rerun resumes after the last committed block",
+                    self.name,
+                    self.budget,
+                );
+            }
+            if first {
+                tracing::warn!(target: TARGET, database = self.name, "database connection lost while trying to {what} ({err}); reconnecting for up to {:?}", self.budget);
+            } else {
+                tracing::debug!(target: TARGET, database = self.name, "still unreachable after {gone:.1?}: {err}");
+            }
+            tokio::time::sleep(delay.min(self.budget.saturating_sub(gone))).await;
+            delay = (delay * 2).min(BACKOFF_MAX);
+        }
+    }
+
+    /// Makes sure this process holds the writer lock on a live connection.
+    async fn hold_lock(&self) -> Result<(), StoreError> {
+        let mut lock = self.lock.lock().await;
+        if let Some(held) = lock.as_mut() {
+            match held.check().await {
+                Ok(()) => return Ok(()),
+                Err(e) if e.connection_lost() => {}
+                Err(e) => return Err(e),
+            }
+        }
+        *lock = None;
+        match self.store.lock_writer().await {
+            Ok(fresh) => {
+                tracing::info!(target: TARGET, database = self.name, "writer lock taken again on a new connection");
+                *lock = Some(fresh);
+                Ok(())
+            }
+            Err(StoreError::Locked) => Err(StoreError::LockLost),
+            Err(e) => Err(e),
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl Sink for Reconnecting {
+    async fn write_blocks(&self, blocks: &[RecoveredBlock]) -> anyhow::Result<Written> {
+        let what = match (blocks.first(), blocks.last()) {
+            (Some(a), Some(b)) => format!("write blocks {}..={}", a.header.number, b.header.number),
+            _ => "write no blocks".to_owned(),
+        };
+        let written = self
+            .retrying(&what, true, || self.store.write_blocks(blocks))
+            .await?;
+        if let (Written::Committed(_), Some(last)) = (&written, blocks.last()) {
+            self.set_committed(last.header.number);
+        }
+        Ok(written)
+    }
+
+    async fn checkpoint(&self) -> anyhow::Result<Option<(u64, B256)>> {
+        self.retrying("read the checkpoint", false, || self.store.checkpoint())
+            .await
+    }
+
+    async fn block_hash(&self, number: u64) -> anyhow::Result<Option<B256>> {
+        let what = format!("read the hash of block {number}");
+        self.retrying(&what, false, || self.store.block_hash(number))
+            .await
+    }
+
+    async fn rollback_to(&self, ancestor: u64, new_hash: Option<&B256>) -> anyhow::Result<u64> {
+        let what = format!("roll back to block {ancestor}");
+        let deleted = self
+            .retrying(&what, true, || self.store.rollback_to(ancestor, new_hash))
+            .await?;
+        if let Some(c) = self.committed() {
+            self.set_committed(c.min(ancestor));
+        }
+        Ok(deleted)
+    }
+
+    async fn stored_blocks(&self, from: u64, to: u64) -> anyhow::Result<(u64, u64)> {
+        self.retrying("count stored blocks", false, || {
+            self.store.stored_blocks(from, to)
+        })
+        .await
+    }
+
+    async fn missing_lookup_indexes(&self) -> anyhow::Result<Vec<&'static str>> {
+        self.retrying("list missing indexes", false, || {
+            self.store.missing_lookup_indexes()
+        })
+        .await
+    }
+
+    async fn drop_lookup_indexes(&self) -> anyhow::Result<()> {
+        self.retrying("drop the lookup indexes", true, || {
+            self.store.drop_lookup_indexes()
+        })
+        .await
+    }
+
+    async fn build_lookup_indexes(&self) -> anyhow::Result<()> {
+        self.retrying("build the lookup indexes", true, || async {
+            self.store.build_lookup_indexes().await.map(|_| ())
+        })
+        .await
+    }
+}
