@@ -23,7 +23,7 @@ use crate::support::proxy::slow_proxy;
 
 const SYNC_LIMIT: Duration = Duration::from_secs(30);
 
-async fn no_mining_anvil() -> Anvil {
+pub(crate) async fn no_mining_anvil() -> Anvil {
     Anvil::start_with(AnvilOptions {
         no_mining: true,
         ..Default::default()
@@ -32,7 +32,7 @@ async fn no_mining_anvil() -> Anvil {
 }
 
 /// A fresh database with the schema, so the test can poll it at once.
-async fn migrated_db() -> (PgPool, String) {
+pub(crate) async fn migrated_db() -> (PgPool, String) {
     let (pool, url) = pg::fresh_db().await;
     sender_indexer::store::MIGRATOR.run(&pool).await.unwrap();
     (pool, url)
@@ -51,12 +51,12 @@ async fn reorg_with_txs(anvil: &Anvil, depth: u64) {
         .await;
 }
 
-fn free_local_addr() -> String {
+pub(crate) fn free_local_addr() -> String {
     let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     l.local_addr().unwrap().to_string()
 }
 
-async fn http_get(addr: &str, path: &str) -> String {
+pub(crate) async fn http_get(addr: &str, path: &str) -> String {
     let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
     s.write_all(format!("GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").as_bytes())
         .await
@@ -66,7 +66,7 @@ async fn http_get(addr: &str, path: &str) -> String {
     out
 }
 
-fn metric(text: &str, name: &str) -> Option<f64> {
+pub(crate) fn metric(text: &str, name: &str) -> Option<f64> {
     text.lines()
         .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
 }

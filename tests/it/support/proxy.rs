@@ -1,23 +1,32 @@
-//! Network middlemen for tests: a TCP proxy that slows every request, so
-//! an indexer is still mid-range when a test stops it. Listens on
-//! 127.0.0.1 only and forwards only to the test's own upstream.
+//! Network middlemen for tests: a TCP proxy that slows every request (so
+//! an indexer is still mid-range when a test stops it), and a JSON-RPC
+//! proxy that dies, lags or rate-limits like a provider. They listen on
+//! 127.0.0.1 only and forward only to the test's own upstream.
 
-use std::time::Duration;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
+use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::Notify;
+
+use super::rpc_server::read_request;
 
 /// A TCP proxy on 127.0.0.1 to `upstream` (http://host:port) that holds
 /// every chunk the client sends for `delay`: a slow node. Returns its URL;
 /// it lives as long as the test's runtime.
 pub async fn slow_proxy(upstream: &str, delay: Duration) -> String {
     let upstream = upstream.trim_start_matches("http://").to_string();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
     tokio::spawn(async move {
         while let Ok((client, _)) = listener.accept().await {
             let upstream = upstream.clone();
             tokio::spawn(async move {
-                let Ok(server) = tokio::net::TcpStream::connect(&upstream).await else {
+                let Ok(server) = TcpStream::connect(&upstream).await else {
                     return;
                 };
                 let (mut cr, mut cw) = client.into_split();
@@ -44,4 +53,291 @@ pub async fn slow_proxy(upstream: &str, delay: Duration) -> String {
         }
     });
     url
+}
+
+/// A JSON-RPC-aware HTTP proxy on 127.0.0.1 in front of a real node, that
+/// misbehaves the way providers do: it can die for good after some
+/// requests, lag a number of blocks behind its upstream (its
+/// `eth_blockNumber` says less and blocks above that are `null`), or
+/// rate-limit with HTTP 429 and `Retry-After`. It records when each
+/// request arrived, so a test can check that none came before a
+/// `Retry-After` it was given.
+pub struct FaultProxy {
+    url: String,
+    state: Arc<ProxyState>,
+}
+
+struct ProxyState {
+    upstream: String,
+    client: reqwest::Client,
+    /// Block calls forwarded before it dies (u64::MAX: never).
+    die_after_blocks: AtomicU64,
+    dead: AtomicBool,
+    died: Notify,
+    lag: AtomicU64,
+    throttle: Mutex<Option<Throttle>>,
+    block_calls: AtomicU64,
+    /// Blocks or receipts it answered `null` because it lags.
+    nulled: AtomicU64,
+}
+
+struct Throttle {
+    /// One request admitted per `interval`.
+    interval: Duration,
+    next_allowed: Instant,
+    /// (sent at, Retry-After deadline) of every 429 answered.
+    promised: Vec<(Instant, Instant)>,
+    /// Arrivals before a deadline, more than the slack after its 429 (a
+    /// request already in flight when the 429 left does not count).
+    early: Vec<Duration>,
+    admitted: u64,
+    refused: u64,
+}
+
+/// Requests that left the client before it read a 429 may arrive this
+/// long after it.
+const IN_FLIGHT_SLACK: Duration = Duration::from_millis(50);
+
+impl FaultProxy {
+    pub async fn start(upstream: &str) -> FaultProxy {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let state = Arc::new(ProxyState {
+            upstream: upstream.to_owned(),
+            client: reqwest::Client::new(),
+            die_after_blocks: AtomicU64::new(u64::MAX),
+            dead: AtomicBool::new(false),
+            died: Notify::new(),
+            lag: AtomicU64::new(0),
+            throttle: Mutex::new(None),
+            block_calls: AtomicU64::new(0),
+            nulled: AtomicU64::new(0),
+        });
+        let s = Arc::clone(&state);
+        tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    accepted = listener.accept() => {
+                        let Ok((stream, _)) = accepted else { continue };
+                        let _ = stream.set_nodelay(true);
+                        tokio::spawn(proxy_connection(stream, Arc::clone(&s)));
+                    }
+                    // Dead for good: the listener closes, so connections
+                    // are refused from now on.
+                    _ = s.died.notified() => return,
+                }
+            }
+        });
+        FaultProxy { url, state }
+    }
+
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// Dies for good once it has forwarded `n` more `eth_getBlockByNumber`
+    /// calls: mid-range, whatever else the client asked first.
+    pub fn die_after_blocks(&self, n: u64) {
+        let seen = self.state.block_calls.load(Relaxed);
+        self.state.die_after_blocks.store(seen + n, Relaxed);
+    }
+
+    /// Dies for good now.
+    pub fn kill(&self) {
+        self.state.die();
+    }
+
+    pub fn is_dead(&self) -> bool {
+        self.state.dead.load(Relaxed)
+    }
+
+    /// Pretends to be `blocks` behind the upstream's head.
+    pub fn set_lag(&self, blocks: u64) {
+        self.state.lag.store(blocks, Relaxed);
+    }
+
+    /// Admits one request per `interval`; answers every other one with 429
+    /// and a `Retry-After` (whole seconds, rounded up) for when the next
+    /// is admitted.
+    pub fn set_throttle(&self, interval: Duration) {
+        *self.state.throttle.lock().unwrap() = Some(Throttle {
+            interval,
+            next_allowed: Instant::now(),
+            promised: Vec::new(),
+            early: Vec::new(),
+            admitted: 0,
+            refused: 0,
+        });
+    }
+
+    /// (admitted, refused with 429, arrivals before a Retry-After).
+    pub fn throttle_counts(&self) -> (u64, u64, Vec<Duration>) {
+        let t = self.state.throttle.lock().unwrap();
+        let t = t.as_ref().expect("throttle set");
+        (t.admitted, t.refused, t.early.clone())
+    }
+
+    /// `eth_getBlockByNumber` calls forwarded (in batches or alone).
+    pub fn block_calls(&self) -> u64 {
+        self.state.block_calls.load(Relaxed)
+    }
+
+    /// Blocks and receipt sets it answered `null` because it lags: asked
+    /// for what its head says it has not got.
+    pub fn nulled(&self) -> u64 {
+        self.state.nulled.load(Relaxed)
+    }
+}
+
+impl ProxyState {
+    fn die(&self) {
+        if !self.dead.swap(true, Relaxed) {
+            self.died.notify_one();
+        }
+    }
+}
+
+async fn proxy_connection(mut stream: TcpStream, state: Arc<ProxyState>) {
+    let mut buf = Vec::with_capacity(8192);
+    loop {
+        if state.dead.load(Relaxed) {
+            return;
+        }
+        let Ok(Some((head_len, body_len, close))) = read_request(&mut stream, &mut buf).await
+        else {
+            return;
+        };
+        let body = buf[head_len..head_len + body_len].to_vec();
+        buf.drain(..head_len + body_len);
+        if state.dead.load(Relaxed)
+            || state.block_calls.load(Relaxed) >= state.die_after_blocks.load(Relaxed)
+        {
+            state.die();
+            return; // dropped without an answer
+        }
+        let (status, extra, payload) = match throttled(&state) {
+            Some(secs) => (
+                429,
+                format!("Retry-After: {secs}\r\n"),
+                br#"{"jsonrpc":"2.0","id":null,"error":{"code":429,"message":"Too Many Requests"}}"#
+                    .to_vec(),
+            ),
+            None => match forward(&state, &body).await {
+                Some(p) => (200, String::new(), p),
+                None => (502, String::new(), b"bad gateway".to_vec()),
+            },
+        };
+        let head = format!(
+            "HTTP/1.1 {status} X\r\nContent-Type: application/json\r\nContent-Length: {}\r\n{extra}{}\r\n",
+            payload.len(),
+            if close { "Connection: close\r\n" } else { "" },
+        );
+        if stream.write_all(head.as_bytes()).await.is_err()
+            || stream.write_all(&payload).await.is_err()
+            || close
+        {
+            return;
+        }
+    }
+}
+
+/// `Some(Retry-After seconds)` when this request is refused.
+fn throttled(state: &ProxyState) -> Option<u64> {
+    let mut guard = state.throttle.lock().unwrap();
+    let t = guard.as_mut()?;
+    let now = Instant::now();
+    for &(sent, deadline) in &t.promised {
+        if now > sent + IN_FLIGHT_SLACK && now < deadline {
+            t.early.push(deadline - now);
+        }
+    }
+    if now >= t.next_allowed {
+        t.next_allowed = now + t.interval;
+        t.admitted += 1;
+        return None;
+    }
+    let secs = (t.next_allowed - now).as_secs_f64().ceil().max(1.0) as u64;
+    t.promised.push((now, now + Duration::from_secs(secs)));
+    t.refused += 1;
+    Some(secs)
+}
+
+/// Forwards `body` to the upstream and, when lagging, rewrites the answer:
+/// a lower head, and `null` for blocks and receipts above it.
+async fn forward(state: &ProxyState, body: &[u8]) -> Option<Vec<u8>> {
+    let calls: Value = serde_json::from_slice(body).ok()?;
+    let list: Vec<&Value> = match &calls {
+        Value::Array(a) => a.iter().collect(),
+        one => vec![one],
+    };
+    let blocks = list
+        .iter()
+        .filter(|c| c["method"] == "eth_getBlockByNumber")
+        .count();
+    state.block_calls.fetch_add(blocks as u64, Relaxed);
+    let lag = state.lag.load(Relaxed);
+    // The upstream head before forwarding: blocks up to it exist then.
+    let visible = if lag > 0 {
+        let head = post(
+            state,
+            &json!({"jsonrpc":"2.0","id":0,"method":"eth_blockNumber","params":[]}),
+        )
+        .await?;
+        Some(quantity(&head["result"])?.saturating_sub(lag))
+    } else {
+        None
+    };
+    let mut answer: Value = serde_json::from_slice(&post_raw(state, body.to_vec()).await?).ok()?;
+    let Some(visible) = visible else {
+        return serde_json::to_vec(&answer).ok();
+    };
+    let by_id: HashMap<String, &Value> = list.iter().map(|c| (c["id"].to_string(), *c)).collect();
+    let rewrite = |a: &mut Value| {
+        let Some(call) = by_id.get(&a["id"].to_string()) else {
+            return;
+        };
+        match call["method"].as_str() {
+            Some("eth_blockNumber") => a["result"] = json!(format!("0x{visible:x}")),
+            Some("eth_getBlockByNumber" | "eth_getBlockReceipts") => {
+                // By number ("latest" and such count as its head), or for
+                // receipts asked by block hash, the number they carry.
+                let number = match &call["params"][0] {
+                    Value::String(p) if p.len() == 66 => {
+                        quantity(&a["result"][0]["blockNumber"]).unwrap_or(0)
+                    }
+                    p => quantity(p).unwrap_or(u64::MAX),
+                };
+                if number > visible && !a["result"].is_null() {
+                    a["result"] = Value::Null;
+                    state.nulled.fetch_add(1, Relaxed);
+                }
+            }
+            _ => {}
+        }
+    };
+    match &mut answer {
+        Value::Array(a) => a.iter_mut().for_each(rewrite),
+        one => rewrite(one),
+    }
+    serde_json::to_vec(&answer).ok()
+}
+
+async fn post(state: &ProxyState, call: &Value) -> Option<Value> {
+    serde_json::from_slice(&post_raw(state, call.to_string().into_bytes()).await?).ok()
+}
+
+async fn post_raw(state: &ProxyState, body: Vec<u8>) -> Option<Vec<u8>> {
+    let res = state
+        .client
+        .post(&state.upstream)
+        .header("content-type", "application/json")
+        .body(body)
+        .send()
+        .await
+        .ok()?;
+    Some(res.bytes().await.ok()?.to_vec())
+}
+
+fn quantity(v: &Value) -> Option<u64> {
+    u64::from_str_radix(v.as_str()?.strip_prefix("0x")?, 16).ok()
 }

@@ -411,7 +411,7 @@ async fn serve_connection(mut stream: TcpStream, state: Arc<State>) -> std::io::
 
 /// Reads until `buf` holds one whole request; returns (header length, body
 /// length, close requested), or `None` at a clean end of stream.
-async fn read_request(
+pub async fn read_request(
     stream: &mut TcpStream,
     buf: &mut Vec<u8>,
 ) -> std::io::Result<Option<(usize, usize, bool)>> {
