@@ -31,7 +31,21 @@ impl Drop for Database {
 /// Database name used inside the embedded cluster.
 const EMBEDDED_DB: &str = "sender_indexer";
 
-pub async fn open_database(settings: &Settings) -> anyhow::Result<Database> {
+/// Whether opening the database brings its schema up to date.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Schema {
+    Migrate,
+    /// As it is: for a read-only role (`sql`).
+    AsIs,
+}
+
+pub async fn open_database(settings: &Settings, schema: Schema) -> anyhow::Result<Database> {
+    let connect = |options, max| async move {
+        match schema {
+            Schema::Migrate => Store::connect(options, max).await,
+            Schema::AsIs => Store::connect_as_is(options, max).await,
+        }
+    };
     let db = &settings.database;
     if let Some(url) = &db.url {
         let shown = redact_url(url.as_str());
@@ -39,7 +53,7 @@ pub async fn open_database(settings: &Settings) -> anyhow::Result<Database> {
             .as_str()
             .parse()
             .with_context(|| format!("setting database.url: cannot use {shown}"))?;
-        let store = Store::connect(options, db.max_connections.get())
+        let store = connect(options, db.max_connections.get())
             .await
             .with_context(|| format!("database {shown}"))?;
         return Ok(Database {
@@ -57,7 +71,7 @@ pub async fn open_database(settings: &Settings) -> anyhow::Result<Database> {
         .await?
         .with_context(|| format!("embedded database in {}", data_dir.display()))?;
     cluster.create_database_if_missing(EMBEDDED_DB).await?;
-    let store = Store::connect(
+    let store = connect(
         cluster.connect_options(EMBEDDED_DB),
         db.max_connections.get(),
     )

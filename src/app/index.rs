@@ -18,8 +18,8 @@ use crate::recover::Pool;
 use crate::rpc::RpcClient;
 use crate::store::Reconnecting;
 
-use super::open_database;
 use super::trust::Trust;
+use super::{Schema, open_database};
 
 pub async fn backfill(settings: Settings, from: u64, to: BlockTarget) -> anyhow::Result<ExitCode> {
     run(settings, "backfill", |ctx, trust| async move {
@@ -63,7 +63,7 @@ where
     Fut: Future<Output = anyhow::Result<ConvergeEnd>>,
 {
     narrow_to_events(&mut settings)?;
-    let database = open_database(&settings).await?;
+    let database = open_database(&settings, Schema::Migrate).await?;
     let lock = database.store.lock_writer().await?;
     let store = database.store.clone().with_events(&settings.events).await?;
     let sink = Arc::new(Reconnecting::new(

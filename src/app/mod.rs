@@ -28,7 +28,7 @@ use crate::cli::{Cli, Command};
 use crate::config::Settings;
 use crate::recover::Pool;
 
-pub use database::{Database, open_database};
+pub use database::{Database, Schema, open_database};
 
 pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     init_logging();
@@ -67,8 +67,17 @@ async fn dispatch(command: Command, settings: Settings) -> anyhow::Result<ExitCo
     match command {
         Command::Recover => recover(&settings).await,
         Command::Sql { query } => {
-            let database = open_database(&settings).await?;
-            let table = crate::store::query::run_sql(database.store.pool(), &query).await?;
+            let database = open_database(&settings, Schema::AsIs).await?;
+            let table = crate::store::query::run_sql(database.store.pool(), &query)
+                .await
+                .map_err(|e| match &e {
+                    crate::store::StoreError::Sql(sqlx::Error::Database(d))
+                        if d.code().as_deref() == Some("25006") =>
+                    {
+                        anyhow::anyhow!("{e}\n\nhint: `sql` runs every statement read-only, so it can be handed to analysts; make changes with psql")
+                    }
+                    _ => e.into(),
+                })?;
             print!("{table}");
             Ok(ExitCode::SUCCESS)
         }
@@ -98,7 +107,7 @@ async fn dispatch(command: Command, settings: Settings) -> anyhow::Result<ExitCo
             if let (Some(f), Some(t)) = (from, to) {
                 anyhow::ensure!(f <= t, "--from {f} is above --to {t}");
             }
-            let database = open_database(&settings).await?;
+            let database = open_database(&settings, Schema::Migrate).await?;
             let table = crate::store::query::logs(database.store.pool(), &filter).await?;
             print!("{table}");
             if table.rows.len() as u64 == limit {
@@ -107,7 +116,7 @@ async fn dispatch(command: Command, settings: Settings) -> anyhow::Result<ExitCo
             Ok(ExitCode::SUCCESS)
         }
         Command::Status => {
-            let database = open_database(&settings).await?;
+            let database = open_database(&settings, Schema::Migrate).await?;
             print!("{}", status::report(&settings, &database.store).await?);
             Ok(ExitCode::SUCCESS)
         }

@@ -129,6 +129,14 @@ pub struct Store {
 impl Store {
     /// Connects and applies the schema migrations.
     pub async fn connect(options: PgConnectOptions, max_connections: u32) -> Result<Store> {
+        let store = Self::connect_as_is(options, max_connections).await?;
+        MIGRATOR.run(&store.pool).await?;
+        Ok(store)
+    }
+
+    /// Connects without touching the schema: for read-only use by a role
+    /// that may not create anything (`sql`).
+    pub async fn connect_as_is(options: PgConnectOptions, max_connections: u32) -> Result<Store> {
         let pool = PgPoolOptions::new()
             .max_connections(max_connections.max(2))
             // A statement waits this long for a connection; a database that
@@ -136,7 +144,6 @@ impl Store {
             .acquire_timeout(std::time::Duration::from_secs(5))
             .connect_with(options)
             .await?;
-        MIGRATOR.run(&pool).await?;
         Ok(Store {
             pool,
             tables: std::sync::Arc::new(TABLES.to_vec()),

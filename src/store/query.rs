@@ -184,8 +184,9 @@ pub struct Table {
     pub affected: Option<u64>,
 }
 
-/// Runs `query`. Row-returning statements are wrapped so every value comes
-/// back as text in column order whatever its type (bytea as `\x…`).
+/// Runs `query` in a read-only transaction that is never committed.
+/// Row-returning statements are wrapped so every value comes back as text
+/// in column order whatever its type (bytea as `\x…`).
 pub async fn run_sql(pool: &PgPool, query: &str) -> Result<Table> {
     let q = query.trim().trim_end_matches(';');
     let first = q
@@ -193,8 +194,14 @@ pub async fn run_sql(pool: &PgPool, query: &str) -> Result<Table> {
         .next()
         .unwrap_or("")
         .to_ascii_lowercase();
+    // Read-only, whatever the statement: `sql` can be handed to analysts
+    // on the indexer's own role. Nothing is committed.
+    let mut tx = pool.begin().await?;
+    sqlx::query("SET TRANSACTION READ ONLY")
+        .execute(&mut *tx)
+        .await?;
     if !matches!(first.as_str(), "select" | "with" | "values" | "table") {
-        let r = pool.execute(AssertSqlSafe(q.to_string())).await?;
+        let r = (&mut *tx).execute(AssertSqlSafe(q.to_string())).await?;
         return Ok(Table {
             columns: vec![],
             rows: vec![],
@@ -208,7 +215,9 @@ pub async fn run_sql(pool: &PgPool, query: &str) -> Result<Table> {
          FROM (SELECT row_to_json(q) AS j FROM ({q}) q) s"
     );
     // The `sql` command runs what its user typed, by design.
-    let rows = sqlx::query(AssertSqlSafe(wrapped)).fetch_all(pool).await?;
+    let rows = sqlx::query(AssertSqlSafe(wrapped))
+        .fetch_all(&mut *tx)
+        .await?;
     let mut columns = Vec::new();
     let mut out = Vec::with_capacity(rows.len());
     for row in rows {
@@ -218,7 +227,7 @@ pub async fn run_sql(pool: &PgPool, query: &str) -> Result<Table> {
         out.push(row.get::<Vec<Option<String>>, _>(1));
     }
     if columns.is_empty() {
-        let described = pool
+        let described = (&mut *tx)
             .describe(AssertSqlSafe(q.to_string()).into_sql_str())
             .await?;
         columns = described

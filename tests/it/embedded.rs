@@ -54,12 +54,21 @@ async fn backfill_then_query_with_no_database_configured() {
         "{status}"
     );
     assert!(status.contains("checkpoint:     24476004"), "{status}");
-    // A non-row statement reports what it touched.
-    let out = run(&["sql", "DELETE FROM reorgs"]);
+    // `sql` is read-only: a change is refused, and says why.
+    let mut all = vec!["--data-dir", data_dir];
+    all.extend_from_slice(&["sql", "DELETE FROM blocks"]);
+    let out = indexer::run(&server.url(), "", &all);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "a DELETE went through `sql`");
+    assert!(err.contains("read-only transaction"), "{err}");
+    assert!(err.contains("make changes with psql"), "{err}");
+    let out = run(&["sql", "SELECT count(*) AS n FROM blocks"]);
     assert!(
         String::from_utf8(out.stdout)
             .unwrap()
-            .contains("0 rows affected")
+            .lines()
+            .any(|l| l.trim() == "5"),
+        "the blocks are all still there"
     );
     // The server we started was stopped when each command ended.
     assert!(!dir.path().join("pg/postmaster.pid").exists());

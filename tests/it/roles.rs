@@ -1,0 +1,66 @@
+//! The least-privilege roles of the README, on the test cluster: the
+//! indexer runs as a role that only owns its schema (no superuser, no
+//! CREATE on the database), and `sql` works for a role that may only
+//! read, and changes nothing even for the indexer's own role.
+
+use crate::support::{fixtures, indexer, pg, rpc_server::RpcServer};
+
+const FIRST: u64 = 24_476_000;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_indexer_runs_as_a_schema_owner_and_sql_as_a_reader() {
+    let server = RpcServer::start(fixtures::recent_mainnet()).await.unwrap();
+    let (pool, url) = pg::fresh_db().await;
+    // Roles are the cluster's, which each test binary starts anew; no
+    // other test creates roles.
+    let (writer, reader) = ("si_writer", "si_reader");
+    for stmt in [
+        format!("CREATE ROLE \"{writer}\" LOGIN"),
+        format!("CREATE SCHEMA senders AUTHORIZATION \"{writer}\""),
+        format!("ALTER ROLE \"{writer}\" SET search_path = senders"),
+        "REVOKE CREATE ON SCHEMA public FROM PUBLIC".to_owned(),
+        format!("CREATE ROLE \"{reader}\" LOGIN"),
+        format!("GRANT USAGE ON SCHEMA senders TO \"{reader}\""),
+        format!(
+            "ALTER DEFAULT PRIVILEGES FOR ROLE \"{writer}\" IN SCHEMA senders GRANT SELECT ON TABLES TO \"{reader}\""
+        ),
+        format!("ALTER ROLE \"{reader}\" SET search_path = senders"),
+    ] {
+        sqlx::query(sqlx::AssertSqlSafe(stmt))
+            .execute(&pool)
+            .await
+            .unwrap();
+    }
+    let as_role = |role: &str| url.replacen("sender_indexer@", &format!("{role}@"), 1);
+    let (w, r) = (as_role(writer), as_role(reader));
+    let (from, to) = (FIRST.to_string(), (FIRST + 4).to_string());
+    indexer::run_ok(
+        &server.url(),
+        &w,
+        &["backfill", "--logs", "off", "--from", &from, "--to", &to],
+    );
+    let stored: i64 = sqlx::query_scalar("SELECT count(*) FROM senders.blocks")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(stored, 5, "the indexer's tables are in its own schema");
+
+    let out = indexer::run_ok(
+        &server.url(),
+        &r,
+        &["sql", "SELECT count(*) AS n FROM blocks"],
+    );
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert!(table.lines().any(|l| l.trim() == "5"), "{table}");
+    for role in [&r, &w] {
+        let out = indexer::run(&server.url(), role, &["sql", "DELETE FROM blocks"]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "a DELETE went through `sql`: {err}");
+        assert!(err.contains("read-only"), "{err}");
+    }
+    let still: i64 = sqlx::query_scalar("SELECT count(*) FROM senders.blocks")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(still, 5);
+}
