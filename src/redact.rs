@@ -15,10 +15,13 @@ use url::{Position, Url};
 /// Placeholder for a path segment that looks like an API key.
 const MASK: &str = "***";
 
-/// Shortest path segment we treat as a possible API key. Route names such as
-/// `v3`, `rpc` or `eth-mainnet` are shorter or have no digits; provider keys
-/// (Infura, Alchemy, QuickNode) are 32 characters or more.
-const MIN_KEY_LEN: usize = 16;
+/// Shortest path segment we treat as a possible API key when it mixes
+/// letters and digits. Route names such as `v3`, `rpc`, `eth-mainnet` or
+/// `arbitrum-one` are shorter or have no digits; provider keys (Infura,
+/// Alchemy, QuickNode) are 32 characters or more, but a self-hosted proxy's
+/// token can be short, and masking a route name costs far less than
+/// printing a key.
+const MIN_KEY_LEN: usize = 8;
 
 /// The URL without userinfo, query or fragment, with key-like path segments
 /// replaced by `***`. Unparseable input gives `<unparseable url>` rather than
