@@ -6,6 +6,7 @@ mod anvil_smoke;
 mod backfill_fixtures;
 mod cli_recover;
 mod converge;
+mod crash;
 mod database;
 mod defer_indexes;
 mod embedded;
