@@ -83,6 +83,9 @@ pub struct RpcSettings {
     pub batch_size: NonZeroUsize,
     /// Batches in flight at once; with `batch_size`, bounds buffered blocks.
     pub max_in_flight: NonZeroUsize,
+    /// The largest answer read, in MiB: a broken or hostile endpoint cannot
+    /// grow memory without bound.
+    pub max_response_mib: NonZeroUsize,
     /// Deadline for one HTTP round trip (a whole batch).
     #[serde(rename = "request_timeout_ms", deserialize_with = "positive_millis")]
     pub request_timeout: Duration,

@@ -35,7 +35,7 @@ pub struct Receipt {
     /// 1 success, 0 failure; `None` before Byzantium (a state root instead).
     pub status: Option<u8>,
     /// The post-transaction state root receipts carry before Byzantium.
-    pub root: Option<Vec<u8>>,
+    pub root: Option<B256>,
     /// The `logsBloom` the node reported for this receipt.
     pub logs_bloom: Option<Box<Bloom>>,
     pub gas_used: Option<u64>,
@@ -113,9 +113,11 @@ impl Receipt {
                 });
             }
         };
+        // Every receipt has its logs, if only `[]`: a receipt without them
+        // would pass its logs off as none.
         let logs = w
             .logs
-            .unwrap_or_default()
+            .ok_or(DecodeError::Missing("logs"))?
             .into_iter()
             .map(Log::from_wire)
             .collect::<Result<_, _>>()?;
@@ -133,7 +135,7 @@ impl Receipt {
                 })?,
             },
             status,
-            root: opt("root", w.root, parse_bytes)?,
+            root: opt("root", w.root, parse_fixed)?,
             logs_bloom: opt("logsBloom", w.logs_bloom, parse_fixed)?.map(Box::new),
             gas_used: opt("gasUsed", w.gas_used, parse_u64)?,
             cumulative_gas_used: opt("cumulativeGasUsed", w.cumulative_gas_used, parse_u64)?,
@@ -163,7 +165,10 @@ impl Log {
                 .into_iter()
                 .map(|t| parse_fixed("logs.topics", t))
                 .collect::<Result<_, _>>()?,
-            data: opt("logs.data", w.data, parse_bytes)?.unwrap_or_default(),
+            data: parse_bytes(
+                "logs.data",
+                w.data.ok_or(DecodeError::Missing("logs.data"))?,
+            )?,
             log_index: parse_u64(
                 "logs.logIndex",
                 w.log_index.ok_or(DecodeError::Missing("logs.logIndex"))?,
@@ -218,7 +223,11 @@ mod tests {
         assert_eq!(r.logs.len(), 1);
         assert_eq!((r.logs[0].log_index, r.logs[0].data.len()), (7, 0));
         // Pre-Byzantium: a root, no status.
-        let old = Receipt::from_json(r#"{"root":"0x01","gasUsed":"0x1","logs":[]}"#).unwrap();
+        let old = Receipt::from_json(&format!(
+            r#"{{"root":"0x{}","gasUsed":"0x1","logs":[]}}"#,
+            "01".repeat(32)
+        ))
+        .unwrap();
         assert_eq!(old.status, None);
     }
 

@@ -464,8 +464,21 @@ fn verify_block(
 /// this thread: the block as it would be stored, or the error that would
 /// stop the run. For tests and tools; no anchors, every log kept.
 pub fn check_block_text(block: &str, receipts: Option<&str>) -> anyhow::Result<RecoveredBlock> {
-    let (header, ranges) =
-        crate::decode::split_block(block).context("malformed block from the node")?;
+    // The pipeline names a block by the number it asked for; here, by the
+    // number the text gives, when that much can be read.
+    let (header, ranges) = crate::decode::split_block(block).with_context(|| {
+        #[derive(serde::Deserialize)]
+        struct Number<'a> {
+            number: &'a str,
+        }
+        match serde_json::from_str::<Number>(block)
+            .ok()
+            .and_then(|n| crate::decode::parse_u64("number", n.number).ok())
+        {
+            Some(n) => format!("block {n}: malformed block from the node"),
+            None => "malformed block from the node (its number unreadable)".to_owned(),
+        }
+    })?;
     let receipt_ranges = match receipts {
         None => None,
         Some(text) => Some(

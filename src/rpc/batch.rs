@@ -39,11 +39,6 @@ const QUOTED_BODY_BYTES: usize = 200;
 /// claim (or a lie) just grows the buffer as chunks arrive.
 const MAX_PRESIZE: u64 = 256 << 20;
 
-/// Largest answer read: far above any batch of real blocks (a mainnet block
-/// is under 2 MB, a devnet block with inline blob sidecars a few MB), so a
-/// broken or hostile endpoint cannot grow memory without bound.
-const MAX_BODY: usize = 1 << 30;
-
 /// One call's outcome: the block, split into header and transaction
 /// ranges of the response text (`None` for `null`, a block the node has not
 /// produced), or why the call failed.
@@ -96,7 +91,12 @@ fn causes(e: reqwest::Error) -> String {
 /// POSTs `body` and returns the answer's bytes; any non-2xx status is a
 /// failure. The body is read even then, as web3 does, so the connection
 /// stays reusable.
-pub(crate) async fn post(client: &Client, url: &Url, body: String) -> Result<Vec<u8>, Failure> {
+pub(crate) async fn post(
+    client: &Client,
+    url: &Url,
+    body: String,
+    max_body: usize,
+) -> Result<Vec<u8>, Failure> {
     let mut response = client
         .post(url.clone())
         .header(CONTENT_TYPE, "application/json")
@@ -111,15 +111,14 @@ pub(crate) async fn post(client: &Client, url: &Url, body: String) -> Result<Vec
     let mut body = Vec::with_capacity(
         response
             .content_length()
-            .map_or(0, |n| n.min(MAX_PRESIZE) as usize),
+            .map_or(0, |n| n.min(MAX_PRESIZE).min(max_body as u64) as usize),
     );
     loop {
         match response.chunk().await {
-            Ok(Some(chunk)) if body.len() + chunk.len() > MAX_BODY => {
-                return Err(Failure::Transport(format!(
-                    "response larger than {} MiB",
-                    MAX_BODY >> 20
-                )));
+            Ok(Some(chunk)) if body.len() + chunk.len() > max_body => {
+                return Err(Failure::TooLarge {
+                    limit_mib: max_body >> 20,
+                });
             }
             Ok(Some(chunk)) => body.extend_from_slice(&chunk),
             Ok(None) => break,

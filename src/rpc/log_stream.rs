@@ -29,7 +29,7 @@ use tracing::{debug, warn};
 use super::logs::{self, Blocks};
 use super::pool::{Lease, Want};
 use super::retry::Failure;
-use super::{RpcClient, RpcError, Subject, TARGET, Tries, batch};
+use super::{RpcClient, RpcError, Subject, TARGET, Tries};
 use crate::decode::{BlockHeader, Log, RawBlock, hex0x};
 
 impl RpcClient {
@@ -40,7 +40,7 @@ impl RpcClient {
         };
         let body = logs::request_body(blocks, &g.filters);
         let answer = self
-            .round_trip(lease, batch::post(&self.client, &lease.ep.url, body))
+            .round_trip(lease, self.post(&lease.ep.url, body))
             .await?;
         logs::parse_answer(&answer)
     }

@@ -495,6 +495,20 @@ impl RpcClient {
         (m == n).then_some(e)
     }
 
+    /// POSTs `body` to `url`, reading at most `rpc.max_response_mib`.
+    fn post<'a>(
+        &'a self,
+        url: &'a url::Url,
+        body: String,
+    ) -> impl Future<Output = Result<Vec<u8>, Failure>> + 'a {
+        batch::post(
+            &self.client,
+            url,
+            body,
+            self.cfg.max_response_mib.get() << 20,
+        )
+    }
+
     /// One JSON-RPC call to the endpoint of `lease`: its `result`.
     async fn call_on(
         &self,
@@ -505,10 +519,7 @@ impl RpcClient {
         let body =
             serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
         let answer = self
-            .round_trip(
-                lease,
-                batch::post(&self.client, &lease.ep.url, body.to_string()),
-            )
+            .round_trip(lease, self.post(&lease.ep.url, body.to_string()))
             .await?;
         batch::parse_single(&answer)
     }
@@ -683,7 +694,7 @@ impl RpcClient {
         let hashes: Vec<_> = blocks.iter().map(|b| b.header.hash).collect();
         let body = receipts::request_body("eth_getBlockReceipts", &hashes);
         let answer = self
-            .round_trip(lease, batch::post(&self.client, &lease.ep.url, body))
+            .round_trip(lease, self.post(&lease.ep.url, body))
             .await?;
         receipts::parse_block_receipts(answer, blocks.len())
     }
@@ -702,9 +713,7 @@ impl RpcClient {
             let size = ep.tx_receipt_batch.load(Relaxed).min(hashes.len() - done);
             let body =
                 receipts::request_body("eth_getTransactionReceipt", &hashes[done..done + size]);
-            let answer = self
-                .round_trip(lease, batch::post(&self.client, &ep.url, body))
-                .await;
+            let answer = self.round_trip(lease, self.post(&ep.url, body)).await;
             match answer.and_then(|a| receipts::parse_tx_receipts(a, size)) {
                 Ok(part) => {
                     parts.push(part);
@@ -733,7 +742,7 @@ impl RpcClient {
     ) -> Result<Vec<batch::CallOutcome>, Failure> {
         let body = batch::request_body(first, size);
         let answer = self
-            .round_trip(lease, batch::post(&self.client, &lease.ep.url, body))
+            .round_trip(lease, self.post(&lease.ep.url, body))
             .await?;
         batch::parse_answer(answer, first, size).inspect_err(|_| {
             self.stats.errors.fetch_add(1, Relaxed);

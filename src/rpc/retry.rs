@@ -39,6 +39,8 @@ pub(crate) enum Failure {
     BadBatch(String),
     /// The node answered, but not with what we asked for.
     Malformed(String),
+    /// The answer is larger than `rpc.max_response_mib`.
+    TooLarge { limit_mib: usize },
     /// The node has not got what it just served (receipts of a block it
     /// answered with): a lagging or load-balanced node; worth retrying.
     Missing(String),
@@ -59,6 +61,9 @@ impl fmt::Display for Failure {
             Failure::Undecodable(m) => format!("failed to deserialize response: {m}"),
             Failure::Malformed(m) => format!("malformed response: {m}"),
             Failure::Missing(m) => m.clone(),
+            Failure::TooLarge { limit_mib } => {
+                format!("the answer is larger than rpc.max_response_mib ({limit_mib} MiB)")
+            }
         };
         f.write_str(&truncate(text))
     }
@@ -144,6 +149,8 @@ pub(crate) fn classify(failure: &Failure, in_batch: bool) -> Class {
         // A batch answered by a non-array, by a success object, or by the
         // wrong number of responses: providers that cap batches do this.
         Failure::BadBatch(_) => batchy(Class::Retry),
+        // Smaller batches may fit; one call that does not fit never will.
+        Failure::TooLarge { .. } => batchy(Class::Fatal),
     }
 }
 
