@@ -2,7 +2,8 @@
 //! own (`pg::OwnCluster`): restarted with `pg_ctl stop -m immediate` twice
 //! during a backfill, the run reconnects and ends equal to the node; gone
 //! for longer than `database.reconnect_budget_ms`, the run exits non-zero
-//! naming the database without its password, and a rerun resumes.
+//! naming the database without its password, and a rerun resumes. And TLS
+//! to a server with a private CA: verify-full, require, and refusals.
 //!
 //! The anvil chain holds blob transactions, which anvil's transactions
 //! root gets wrong (see `anvil_backfill.rs`): `--verify off`.
@@ -16,6 +17,7 @@ use crate::support::compare::assert_db_equals_chain;
 use crate::support::indexer::{self, Running};
 use crate::support::pg::{self, OwnCluster};
 use crate::support::proxy::slow_proxy;
+use crate::support::tls::TestCa;
 
 const RUN_LIMIT: Duration = Duration::from_secs(120);
 
@@ -132,4 +134,57 @@ async fn a_database_gone_longer_than_the_budget_stops_the_run_and_a_rerun_resume
     assert!(out.status.success(), "rerun failed:\n{rerun}");
     assert!(rerun.contains("resuming after the checkpoint"), "{rerun}");
     assert_db_equals_chain(&pool, &anvil, 0, target).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tls_to_postgresql_with_a_private_ca_verify_full_and_require() {
+    let anvil = no_mining_anvil().await;
+    let target = chain_of(&anvil, 1, 5).await;
+    let ca = TestCa::new();
+    let cluster = OwnCluster::start_tls(&ca).await;
+    let (pool, _) = cluster.fresh_db("tls").await;
+    let ca_file = ca.ca_file();
+    let ca_file = ca_file.to_str().unwrap();
+    let to = target.to_string();
+    let args = ["backfill", "--verify", "off", "--from", "0", "--to", &to];
+
+    // verify-full with the CA: the certificate and the name are checked.
+    let url = cluster.tcp_url("tls", &format!("sslmode=verify-full&sslrootcert={ca_file}"));
+    indexer::run_ok(anvil.url(), &url, &args);
+    assert_db_equals_chain(&pool, &anvil, 0, target).await;
+    // Every connection the server saw on TCP was TLS (it rejects the rest),
+    // and `sql` works over it too.
+    let out = indexer::run_ok(
+        anvil.url(),
+        &url,
+        &[
+            "sql",
+            "SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()",
+        ],
+    );
+    assert!(
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .any(|l| l.trim() == "true")
+    );
+
+    // require: encrypted, certificate not checked (libpq's meaning).
+    let url = cluster.tcp_url("tls", "sslmode=require");
+    indexer::run_ok(anvil.url(), &url, &args);
+
+    // verify-full without the CA: refused, and the error says why.
+    let url = cluster.tcp_url("tls", "sslmode=verify-full");
+    let out = indexer::run(anvil.url(), &url, &args);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success(),
+        "an untrusted certificate was accepted"
+    );
+    assert!(err.contains("database postgres://"), "{err}");
+    assert!(err.to_lowercase().contains("certificate"), "{err}");
+
+    // No TLS at all: the server refuses it.
+    let url = cluster.tcp_url("tls", "sslmode=disable");
+    let out = indexer::run(anvil.url(), &url, &args);
+    assert!(!out.status.success(), "a plain connection was accepted");
 }

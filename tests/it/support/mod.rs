@@ -8,4 +8,5 @@ pub mod memory_chain;
 pub mod pg;
 pub mod proxy;
 pub mod rpc_server;
+pub mod tls;
 pub mod ws_server;

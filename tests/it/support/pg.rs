@@ -28,8 +28,8 @@ use nix::errno::Errno;
 use nix::sys::signal::kill;
 use nix::unistd::Pid;
 use sender_indexer::embedded_pg::{Cluster, ClusterDropGuard, ClusterOptions, StopMode};
-use sqlx::PgPool;
 use sqlx::postgres::PgPoolOptions;
+use sqlx::{Connection, PgPool};
 
 /// Directory name prefix under /tmp; the pid after it lets a later run
 /// tell a dead run's leftovers from a live one's.
@@ -120,6 +120,10 @@ pub struct OwnCluster {
 
 impl OwnCluster {
     pub fn start() -> OwnCluster {
+        Self::start_with(None)
+    }
+
+    fn start_with(tcp_port: Option<u16>) -> OwnCluster {
         sweep_dead_runs();
         let root = tempfile::Builder::new()
             .prefix(&format!("{DIR_PREFIX}{}-own-", std::process::id()))
@@ -129,13 +133,76 @@ impl OwnCluster {
         fs::set_permissions(&root, fs::Permissions::from_mode(0o711)).unwrap();
         // Durable like a real server (fsync and synchronous_commit on):
         // after a crash it has every commit it acknowledged.
-        let opts = ClusterOptions::new(root.join("data"));
+        let mut opts = ClusterOptions::new(root.join("data"));
+        opts.tcp_port = tcp_port;
         let cluster = Cluster::start(&opts).unwrap_or_else(|e| panic!("own cluster: {e:#}"));
         OwnCluster {
             opts,
             root,
             cluster: Some(cluster),
         }
+    }
+
+    /// A cluster that also listens on 127.0.0.1, where it accepts TLS
+    /// connections only (`ssl = on` with a certificate of `ca` for
+    /// `localhost`; `hostnossl` rejected). Its unix socket stays open for
+    /// the test's own checks.
+    pub async fn start_tls(ca: &super::tls::TestCa) -> OwnCluster {
+        use std::os::unix::fs::MetadataExt;
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let own = tokio::task::spawn_blocking(move || Self::start_with(Some(port)))
+            .await
+            .unwrap();
+        let data = own.cluster().data_dir().to_path_buf();
+        let owner = fs::metadata(&data).unwrap();
+        let (cert, key) = ca.server_files();
+        for (from, name) in [(cert, "server.crt"), (key, "server.key")] {
+            let to = data.join(name);
+            fs::copy(from, &to).unwrap();
+            fs::set_permissions(&to, fs::Permissions::from_mode(0o600)).unwrap();
+            std::os::unix::fs::chown(&to, Some(owner.uid()), Some(owner.gid())).unwrap();
+        }
+        fs::write(
+            data.join("pg_hba.conf"),
+            "local all all trust\nhostssl all all 127.0.0.1/32 trust\nhostnossl all all 127.0.0.1/32 reject\n",
+        )
+        .unwrap();
+        let mut conn = sqlx::PgConnection::connect_with(&own.cluster().connect_options("postgres"))
+            .await
+            .unwrap();
+        for stmt in [
+            "ALTER SYSTEM SET ssl = on",
+            "ALTER SYSTEM SET ssl_cert_file = 'server.crt'",
+            "ALTER SYSTEM SET ssl_key_file = 'server.key'",
+            "SELECT pg_reload_conf()",
+        ] {
+            sqlx::query(stmt).execute(&mut conn).await.unwrap();
+        }
+        // The reload is asynchronous: wait until the server says TLS is on.
+        for _ in 0..100 {
+            let on: String = sqlx::query_scalar("SHOW ssl")
+                .fetch_one(&mut conn)
+                .await
+                .unwrap();
+            if on == "on" {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+        own
+    }
+
+    /// `postgres://sender_indexer@localhost:PORT/NAME` over TCP, with
+    /// `params` (e.g. `sslmode=verify-full&sslrootcert=…`).
+    pub fn tcp_url(&self, name: &str, params: &str) -> String {
+        format!(
+            "postgres://sender_indexer@localhost:{}/{name}?{params}",
+            self.cluster().port()
+        )
     }
 
     fn cluster(&self) -> &Cluster {

@@ -2,12 +2,11 @@
 //! nothing else: each client that subscribes gets every header the test
 //! announces with [`WsHeads::announce`], as a node sends them. Plain
 //! `ws://`, or `wss://` with a certificate of its own test CA
-//! ([`TestCa`]). It can drop every connection and refuse new ones for a
+//! ([`TestCa`], `support::tls`). It can drop every connection and refuse new ones for a
 //! while, like a provider's socket going down. Built on tokio-tungstenite
 //! (the library the indexer's client uses). Listens on 127.0.0.1 only.
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
 
@@ -18,59 +17,9 @@ use tokio::net::TcpListener;
 use tokio::sync::broadcast;
 use tokio::task::JoinHandle;
 use tokio_rustls::TlsAcceptor;
-use tokio_rustls::rustls;
 use tokio_tungstenite::tungstenite::Message;
 
-/// A throwaway certificate authority and a server certificate it signed
-/// for `localhost` and 127.0.0.1, written as PEM files into a temp dir.
-pub struct TestCa {
-    dir: tempfile::TempDir,
-    server_cert: rustls::pki_types::CertificateDer<'static>,
-    server_key: rustls::pki_types::PrivateKeyDer<'static>,
-}
-
-impl TestCa {
-    pub fn new() -> TestCa {
-        let ca_key = rcgen::KeyPair::generate().unwrap();
-        let mut ca_params = rcgen::CertificateParams::new(Vec::new()).unwrap();
-        ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
-        ca_params
-            .distinguished_name
-            .push(rcgen::DnType::CommonName, "sender-indexer test CA");
-        let ca = ca_params.self_signed(&ca_key).unwrap();
-        let key = rcgen::KeyPair::generate().unwrap();
-        let params =
-            rcgen::CertificateParams::new(vec!["localhost".into(), "127.0.0.1".into()]).unwrap();
-        let issuer = rcgen::Issuer::new(ca_params, ca_key);
-        let cert = params.signed_by(&key, &issuer).unwrap();
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::write(dir.path().join("ca.pem"), ca.pem()).unwrap();
-        std::fs::write(dir.path().join("server.pem"), cert.pem()).unwrap();
-        std::fs::write(dir.path().join("server.key"), key.serialize_pem()).unwrap();
-        TestCa {
-            server_cert: cert.der().clone(),
-            server_key: rustls::pki_types::PrivateKeyDer::Pkcs8(key.serialize_der().into()),
-            dir,
-        }
-    }
-
-    /// The CA certificate, PEM: what a client is told to trust.
-    pub fn ca_file(&self) -> PathBuf {
-        self.dir.path().join("ca.pem")
-    }
-
-    fn acceptor(&self) -> TlsAcceptor {
-        let config = rustls::ServerConfig::builder_with_provider(Arc::new(
-            rustls::crypto::ring::default_provider(),
-        ))
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .with_no_client_auth()
-        .with_single_cert(vec![self.server_cert.clone()], self.server_key.clone_key())
-        .unwrap();
-        TlsAcceptor::from(Arc::new(config))
-    }
-}
+pub use super::tls::TestCa;
 
 pub struct WsHeads {
     addr: SocketAddr,
