@@ -281,3 +281,40 @@ async fn a_rate_limiting_provider_is_obeyed_to_its_retry_after() {
     assert_eq!(throttled, refused, "{stderr}");
     assert_eq!(requests, admitted + refused, "{stderr}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn blocks_that_do_not_verify_on_one_provider_are_fetched_from_another() {
+    let anvil = no_mining_anvil().await;
+    // Empty blocks: anvil seals them right (its blob roots are wrong), so
+    // the run verifies every header in full.
+    mine_empty(&anvil, 30).await;
+    let head = anvil.block_number().await;
+    let liar = FaultProxy::start(anvil.url()).await;
+    liar.set_corrupt(true);
+    let honest = FaultProxy::start(anvil.url()).await;
+    let (pool, url) = migrated_db().await;
+    let rpc = format!("{},{}", liar.url(), honest.url());
+    let to = head.to_string();
+    let mut cmd = indexer::command(
+        &rpc,
+        &url,
+        &["backfill", "--from", "0", "--to", &to, "--batch-size", "2"],
+    );
+    cmd.env("RUST_LOG", "info");
+    let out = tokio::task::spawn_blocking(move || indexer::finish(cmd, &["backfill"]))
+        .await
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "backfill failed:\n{stderr}");
+    assert_db_equals_chain(&pool, &anvil, 0, head).await;
+    assert!(liar.corrupted() > 0, "the liar served no block:\n{stderr}");
+    assert!(
+        stderr.contains("does not verify"),
+        "its blocks were caught:\n{stderr}"
+    );
+    let verified: i64 = sqlx::query_scalar("SELECT count(*) FROM blocks WHERE verified = 'full'")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(verified as u64, head + 1, "every stored block verified");
+}

@@ -75,6 +75,9 @@ struct ProxyState {
     dead: AtomicBool,
     died: Notify,
     lag: AtomicU64,
+    /// Blocks it serves with a changed timestamp, so they do not verify.
+    corrupt: AtomicBool,
+    corrupted: AtomicU64,
     throttle: Mutex<Option<Throttle>>,
     block_calls: AtomicU64,
     /// Blocks or receipts it answered `null` because it lags.
@@ -109,6 +112,8 @@ impl FaultProxy {
             dead: AtomicBool::new(false),
             died: Notify::new(),
             lag: AtomicU64::new(0),
+            corrupt: AtomicBool::new(false),
+            corrupted: AtomicU64::new(0),
             throttle: Mutex::new(None),
             block_calls: AtomicU64::new(0),
             nulled: AtomicU64::new(0),
@@ -149,6 +154,17 @@ impl FaultProxy {
 
     pub fn is_dead(&self) -> bool {
         self.state.dead.load(Relaxed)
+    }
+
+    /// Serves every block with its timestamp changed: a provider whose
+    /// blocks do not verify.
+    pub fn set_corrupt(&self, on: bool) {
+        self.state.corrupt.store(on, Relaxed);
+    }
+
+    /// Blocks it served changed.
+    pub fn corrupted(&self) -> u64 {
+        self.state.corrupted.load(Relaxed)
     }
 
     /// Pretends to be `blocks` behind the upstream's head.
@@ -288,6 +304,18 @@ async fn forward(state: &ProxyState, body: &[u8]) -> Option<Vec<u8>> {
         None
     };
     let mut answer: Value = serde_json::from_slice(&post_raw(state, body.to_vec()).await?).ok()?;
+    if state.corrupt.load(Relaxed) {
+        let mut change = |a: &mut Value| {
+            if let Some(t) = quantity(&a["result"]["timestamp"]) {
+                a["result"]["timestamp"] = json!(format!("0x{:x}", t + 1));
+                state.corrupted.fetch_add(1, Relaxed);
+            }
+        };
+        match &mut answer {
+            Value::Array(a) => a.iter_mut().for_each(&mut change),
+            one => change(one),
+        }
+    }
     let Some(visible) = visible else {
         return serde_json::to_vec(&answer).ok();
     };
