@@ -151,6 +151,9 @@ async fn follow_over_wss_with_a_private_ca_is_woken_by_new_heads() {
     wait_for_subscriptions(&ws, 1, &mut run).await;
     let took = announce_and_time(&server, &ws, &blocks, FIRST + 3, &pool, &mut run).await;
     eprintln!("wss newHeads to stored block: {took:?}");
+    // About 50 ms here; the bound leaves room for a loaded machine and is
+    // still a twentieth of the poll interval.
+    assert!(took < Duration::from_secs(3), "woken after {took:?}");
     let log = run.terminate().await;
     assert!(log.contains("subscribed to newHeads"), "{log}");
 }
