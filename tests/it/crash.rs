@@ -13,10 +13,9 @@
 use std::time::{Duration, Instant};
 
 use nix::sys::signal::Signal;
-use serde_json::json;
 use sqlx::PgPool;
 
-use crate::follow::{migrated_db, no_mining_anvil};
+use crate::follow::{migrated_db, no_mining_anvil, reorg_with_txs};
 use crate::providers::chain_of;
 use crate::support::anvil::{Anvil, mine_every_kind};
 use crate::support::compare::{assert_db_equals_chain, wait_db_equals_head};
@@ -184,16 +183,4 @@ async fn follow_through_reorgs(anvil: &Anvil, pool: &PgPool, url: &str, rng: &mu
     }
     run.terminate().await;
     assert_lookup_indexes_valid(pool).await;
-}
-
-/// A reorg of `depth` blocks whose replacements hold other transactions.
-async fn reorg_with_txs(anvil: &Anvil, depth: u64) {
-    let to = anvil.account(9).0;
-    let tx = |from: usize| json!({"from": anvil.account(from).0, "to": to, "value": "0x2"});
-    anvil
-        .rpc(
-            "anvil_reorg",
-            json!([depth, [[tx(1), 0], [tx(2), depth - 1]]]),
-        )
-        .await;
 }

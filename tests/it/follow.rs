@@ -40,7 +40,7 @@ pub(crate) async fn migrated_db() -> (PgPool, String) {
 
 /// `anvil_reorg` of `depth` blocks whose replacements carry two plain
 /// transfers (first and last new block), so orphaned tx rows would show.
-async fn reorg_with_txs(anvil: &Anvil, depth: u64) {
+pub(crate) async fn reorg_with_txs(anvil: &Anvil, depth: u64) {
     let to = anvil.account(9).0;
     let tx = |from: usize| json!({"from": anvil.account(from).0, "to": to, "value": "0x1"});
     anvil

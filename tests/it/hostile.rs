@@ -308,19 +308,26 @@ fn settings(url: &str, max_response_mib: usize) -> RpcSettings {
     }
 }
 
-#[tokio::test]
-async fn answers_not_utf8_or_over_the_cap_are_refused_by_name() {
-    // Invalid UTF-8 inside a block's string.
-    let mut body = br#"[{"jsonrpc":"2.0","id":0,"result":{"number":"0x7","hash":"0x"#.to_vec();
-    body.extend_from_slice(&[0xff, 0xfe, 0xc3]);
-    body.extend_from_slice(br#""}}]"#);
-    let rpc = RpcClient::new(settings(&answering(body).await, 256)).unwrap();
+/// The error of fetching block 7 from a server that answers `body`, with
+/// answers capped at `max_response_mib`; it must name the block.
+async fn block_7_error(body: Vec<u8>, max_response_mib: usize) -> String {
+    let rpc = RpcClient::new(settings(&answering(body).await, max_response_mib)).unwrap();
     let e = tokio::time::timeout(Duration::from_secs(30), rpc.blocks(7..=7))
         .await
         .unwrap()
         .unwrap_err()
         .to_string();
     assert!(e.contains("block 7") || e.contains("blocks 7"), "{e}");
+    e
+}
+
+#[tokio::test]
+async fn answers_not_utf8_or_over_the_cap_are_refused_by_name() {
+    // Invalid UTF-8 inside a block's string.
+    let mut body = br#"[{"jsonrpc":"2.0","id":0,"result":{"number":"0x7","hash":"0x"#.to_vec();
+    body.extend_from_slice(&[0xff, 0xfe, 0xc3]);
+    body.extend_from_slice(br#""}}]"#);
+    let e = block_7_error(body, 256).await;
     assert!(e.contains("UTF-8") || e.contains("utf-8"), "{e}");
 
     // An answer of 2 MiB against a cap of 1 MiB.
@@ -328,12 +335,6 @@ async fn answers_not_utf8_or_over_the_cap_are_refused_by_name() {
     let body = format!(
         r#"[{{"jsonrpc":"2.0","id":0,"result":{{"number":"0x7","extraData":"0x{padding}"}}}}]"#
     );
-    let rpc = RpcClient::new(settings(&answering(body.into_bytes()).await, 1)).unwrap();
-    let e = tokio::time::timeout(Duration::from_secs(30), rpc.blocks(7..=7))
-        .await
-        .unwrap()
-        .unwrap_err()
-        .to_string();
-    assert!(e.contains("block 7") || e.contains("blocks 7"), "{e}");
+    let e = block_7_error(body.into_bytes(), 1).await;
     assert!(e.contains("rpc.max_response_mib (1 MiB)"), "{e}");
 }
