@@ -53,9 +53,13 @@ pub async fn open_database(settings: &Settings, schema: Schema) -> anyhow::Resul
             .as_str()
             .parse()
             .with_context(|| format!("setting database.url: cannot use {shown}"))?;
-        let store = connect(options, db.max_connections.get())
-            .await
-            .with_context(|| format!("database {shown}"))?;
+        let store = match connect(options, db.max_connections.get()).await {
+            Ok(store) => store,
+            Err(e) if e.connection_lost() => anyhow::bail!(
+                "database {shown}: cannot connect: {e}\n\nhint: nothing accepts connections there. Start PostgreSQL or fix DATABASE_URL / --database-url; leave it unset to let sender-indexer run an embedded PostgreSQL of its own"
+            ),
+            Err(e) => return Err(anyhow::Error::from(e).context(format!("database {shown}"))),
+        };
         return Ok(Database {
             store,
             name: shown,

@@ -103,7 +103,13 @@ pub(crate) async fn post(
         .body(body)
         .send()
         .await
-        .map_err(|e| Failure::Transport(format!("failed to send request: {}", causes(e))))?;
+        .map_err(|e| {
+            if e.is_connect() {
+                Failure::Unreachable(causes(e))
+            } else {
+                Failure::Transport(format!("failed to send request: {}", causes(e)))
+            }
+        })?;
     let status = response.status();
     let failure = (!status.is_success()).then(|| status_failure(status, response.headers()));
     // Chunks go straight into one buffer sized by Content-Length: one copy

@@ -70,6 +70,9 @@ const USER_AGENT: &str = concat!("sender-indexer/", env!("CARGO_PKG_VERSION"));
 /// gives up: a provider that throttles is slowed down for, not abandoned.
 const THROTTLES_PER_RETRY: u32 = 8;
 
+/// Retries of a refused first contact before it is reported as a wrong URL.
+const FIRST_CONTACT_RETRIES: u32 = 2;
+
 /// Blocks whose serving endpoint is remembered, so that fetching one again
 /// asks another endpoint (see [`RpcClient::block_again`]).
 const SERVED_SLOTS: usize = 4096;
@@ -92,6 +95,9 @@ pub struct RpcClient {
     served: Mutex<Vec<(u64, usize)>>,
     /// The newHeads socket's settings, when `rpc.ws_url` is set.
     ws: Option<ws::WsSettings>,
+    /// Some endpoint has answered something (even an error): from then on
+    /// a refused connection is an outage to wait out, not a wrong URL.
+    answered: AtomicBool,
 }
 
 /// What `getLogs` mode keeps between calls.
@@ -196,6 +202,7 @@ impl RpcClient {
             get_logs: None,
             served: Mutex::new(vec![(u64::MAX, 0); SERVED_SLOTS]),
             ws,
+            answered: AtomicBool::new(false),
         })
     }
 
@@ -764,12 +771,16 @@ impl RpcClient {
         self.stats.requests.fetch_add(1, Relaxed);
         let res = match tokio::time::timeout(self.cfg.request_timeout, fut).await {
             Ok(Ok(v)) => {
+                self.answered.store(true, Relaxed);
                 self.pool.succeeded(lease);
                 return Ok(v);
             }
             Ok(Err(e)) => Failure::from(e),
             Err(_) => Failure::Timeout(self.cfg.request_timeout),
         };
+        if !matches!(res, Failure::Unreachable(_) | Failure::Timeout(_)) {
+            self.answered.store(true, Relaxed);
+        }
         self.stats.errors.fetch_add(1, Relaxed);
         Err(res)
     }
@@ -791,6 +802,18 @@ impl RpcClient {
         let fatal = classify(&failure, in_batch) == Class::Fatal;
         if fatal && (!self.pool.has_other(lease.ep.index) || config_failure(&failure)) {
             return Err(self.failed_on(lease, subject, &failure));
+        }
+        // Nothing has ever answered: after one quick retry (a node still
+        // starting), a wrong URL is said at once, not after the whole
+        // retry budget.
+        if let Failure::Unreachable(cause) = &failure {
+            if !self.answered.load(Relaxed) && tries.failures >= FIRST_CONTACT_RETRIES {
+                return Err(RpcError::Unreachable {
+                    endpoints: self.names.clone(),
+                    subject,
+                    cause: self.scrub(cause),
+                });
+            }
         }
         let throttled = failure.throttled().is_some();
         let spent = if throttled {

@@ -28,8 +28,10 @@ pub(crate) enum Failure {
         retry_after: Option<Duration>,
     },
     /// The request could not be sent or the answer not read (connection
-    /// refused or reset, body cut short).
+    /// reset, body cut short).
     Transport(String),
+    /// No connection could be made: refused, or the name does not resolve.
+    Unreachable(String),
     /// A JSON-RPC error object, for the whole batch or for one call.
     Rpc { code: i64, message: String },
     /// The body is not JSON at all (a proxy's error page, a truncated body).
@@ -56,7 +58,7 @@ impl fmt::Display for Failure {
                 retry_after: Some(d),
             } => format!("http status {status} (retry after {d:?})"),
             Failure::Throttled { status, .. } => format!("http status {status}"),
-            Failure::Transport(m) | Failure::BadBatch(m) => m.clone(),
+            Failure::Transport(m) | Failure::BadBatch(m) | Failure::Unreachable(m) => m.clone(),
             Failure::Rpc { code, message } => format!("json-rpc error {code}: {message}"),
             Failure::Undecodable(m) => format!("failed to deserialize response: {m}"),
             Failure::Malformed(m) => format!("malformed response: {m}"),
@@ -145,7 +147,10 @@ pub(crate) fn classify(failure: &Failure, in_batch: bool) -> Class {
         Failure::Rpc { code, message } => classify_rpc(*code, message, in_batch),
         // Connection refused/reset, body read failures, garbage from a
         // proxy: all worth another try within the budget.
-        Failure::Transport(_) | Failure::Undecodable(_) | Failure::Missing(_) => Class::Retry,
+        Failure::Transport(_)
+        | Failure::Unreachable(_)
+        | Failure::Undecodable(_)
+        | Failure::Missing(_) => Class::Retry,
         // A batch answered by a non-array, by a success object, or by the
         // wrong number of responses: providers that cap batches do this.
         Failure::BadBatch(_) => batchy(Class::Retry),

@@ -55,18 +55,28 @@ pub enum RpcError {
         subject: Subject,
         cause: String,
     },
+    /// The very first requests found nothing listening (refused, or a
+    /// name that does not resolve): a wrong URL, not a flaky provider.
+    #[error(
+        "rpc {endpoints}: {subject}: cannot reach the endpoint ({cause})\n\nhint: nothing has answered there yet. Point sender-indexer at your node's JSON-RPC URL with RPC_URL or --rpc-url (several may be given); to try it locally, start a dev node such as anvil and use http://127.0.0.1:8545"
+    )]
+    Unreachable {
+        endpoints: String,
+        subject: Subject,
+        cause: String,
+    },
 }
 
 impl RpcError {
     /// The first block concerned, if the error is about blocks.
     pub fn block(&self) -> Option<u64> {
         match self {
-            RpcError::RetriesExhausted { subject, .. } | RpcError::Failed { subject, .. } => {
-                match subject {
-                    Subject::Block(n) | Subject::Blocks(n, _) => Some(*n),
-                    _ => None,
-                }
-            }
+            RpcError::RetriesExhausted { subject, .. }
+            | RpcError::Failed { subject, .. }
+            | RpcError::Unreachable { subject, .. } => match subject {
+                Subject::Block(n) | Subject::Blocks(n, _) => Some(*n),
+                _ => None,
+            },
             RpcError::Config { .. } => None,
         }
     }

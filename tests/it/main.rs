@@ -10,6 +10,7 @@ mod crash;
 mod database;
 mod defer_indexes;
 mod embedded;
+mod first_contact;
 mod follow;
 mod fuzz;
 mod get_logs;
