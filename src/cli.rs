@@ -79,8 +79,14 @@ pub struct GlobalArgs {
 pub enum Command {
     /// Read JSON transaction objects on stdin, one per line; write one JSON
     /// result line per input line: {"hash", "sender", "authorities"?, "error"?}.
+    #[command(
+        after_help = "Example:\n  sender-indexer recover < transactions.jsonl > senders.jsonl"
+    )]
     Recover,
     /// Index a block range and exit; a rerun resumes where it stopped.
+    #[command(
+        after_help = "Examples:\n  RPC_URL=https://eth.example/v3/KEY sender-indexer backfill --from 18000000 --to 18001000\n  sender-indexer --rpc-url http://127.0.0.1:8545 backfill --from 0 --to latest"
+    )]
     Backfill {
         /// First block.
         #[arg(long, value_name = "N")]
@@ -90,18 +96,23 @@ pub enum Command {
         to: BlockTarget,
     },
     /// Index new blocks as they arrive, rolling back reorgs.
+    #[command(
+        after_help = "Examples:\n  sender-indexer follow\n  sender-indexer --ws-url wss://eth.example/ws --confirmations 2 --metrics-addr 127.0.0.1:9184 follow"
+    )]
     Follow {
         /// Start here instead of after the last indexed block.
         #[arg(long, value_name = "N")]
         from: Option<u64>,
     },
     /// Backfill everything missing up to the head, then follow.
+    #[command(after_help = "Example:\n  sender-indexer sync --from 19000000")]
     Sync {
         /// First block when the database is empty (default 0).
         #[arg(long, value_name = "N")]
         from: Option<u64>,
     },
     /// Show what is indexed: block range, gaps, checkpoint, rows, lag.
+    #[command(after_help = "Example:\n  sender-indexer status")]
     Status,
     /// Print the stored logs of a contract with the recovered sender of the
     /// transaction that emitted each.
@@ -125,7 +136,11 @@ pub enum Command {
         #[arg(long, value_name = "N", default_value_t = 100)]
         limit: u64,
     },
-    /// Run a SQL query against the configured database and print a table.
+    /// Run a SQL query, read-only, against the configured database and
+    /// print a table.
+    #[command(
+        after_help = "Example:\n  sender-indexer sql \"SELECT encode(sender, 'hex') AS sender, count(*) FROM transactions GROUP BY 1 ORDER BY 2 DESC LIMIT 10\""
+    )]
     Sql {
         /// The query, e.g. "SELECT count(*) FROM transactions".
         query: String,
@@ -159,6 +174,23 @@ mod tests {
     #[test]
     fn cli_is_well_formed() {
         Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn every_command_shows_an_example_invocation() {
+        let mut cli = Cli::command();
+        for sub in cli.get_subcommands_mut() {
+            let name = sub.get_name().to_owned();
+            let help = sub.render_long_help().to_string();
+            assert!(
+                help.contains("Example"),
+                "{name} --help has no example:\n{help}"
+            );
+            let runs = help.contains(&format!("sender-indexer {name}"))
+                || help.contains(&format!(" {name} --"))
+                || help.contains(&format!(" {name}\n"));
+            assert!(runs, "{name}'s example does not run it:\n{help}");
+        }
     }
 
     #[test]
