@@ -12,7 +12,6 @@ pub enum Subject {
     ChainId,
     Block(u64),
     Blocks(u64, u64),
-    Subscribe,
 }
 
 impl Subject {
@@ -32,7 +31,6 @@ impl fmt::Display for Subject {
             Subject::ChainId => f.write_str("chain id"),
             Subject::Block(n) => write!(f, "block {n}"),
             Subject::Blocks(a, b) => write!(f, "blocks {a}..={b}"),
-            Subject::Subscribe => f.write_str("subscribe newHeads"),
         }
     }
 }

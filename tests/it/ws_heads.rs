@@ -34,21 +34,10 @@ async fn follow_indexes_a_block_as_soon_as_new_heads_announces_it() {
     server.set_head(FIRST + 4);
     let ws = WsHeads::start().await.unwrap();
     let (pool, url) = pg::fresh_db().await;
-    let from = FIRST.to_string();
-    let args = [
-        "--poll-interval-ms",
-        "60000",
-        "follow",
-        "--verify",
-        "off",
-        "--from",
-        &from,
-    ];
-    let mut cmd = indexer::command(&server.url(), &url, &args);
-    cmd.env("WS_URL", ws.url()).env("RUST_LOG", "info");
-    let mut run = Running::start(cmd);
+    let (mut run, _config) = follow_woken_by(&server, &url, &ws, "");
     let within = Duration::from_secs(20); // a third of the poll interval
     pg::wait_for_checkpoint(&pool, FIRST + 4, within, || run.is_running()).await;
+    wait_for_subscriptions(&ws, 1, &mut run).await;
 
     // The node has a new block and says so; polling would wait a minute.
     server.set_head(FIRST + 5);
@@ -68,9 +57,14 @@ async fn follow_indexes_a_block_as_soon_as_new_heads_announces_it() {
     assert_eq!(stored, 8, "blocks {FIRST}..={}", FIRST + 7);
 }
 
-/// `follow --from FIRST` polling once a minute, woken by `ws`; `extra`
-/// adds settings to a config file of its own.
-fn follow_woken_by(server: &RpcServer, db: &str, ws: &WsHeads, config: &str) -> Running {
+/// `follow --from FIRST` polling once a minute, woken by `ws`; `config`
+/// is the text of a config file of its own, kept as long as the run.
+fn follow_woken_by(
+    server: &RpcServer,
+    db: &str,
+    ws: &WsHeads,
+    config: &str,
+) -> (Running, tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("config.toml");
     std::fs::write(&file, config).unwrap();
@@ -88,11 +82,7 @@ fn follow_woken_by(server: &RpcServer, db: &str, ws: &WsHeads, config: &str) -> 
     ];
     let mut cmd = indexer::command(&server.url(), db, &args);
     cmd.env("WS_URL", ws.url()).env("RUST_LOG", "info");
-    let run = Running::start(cmd);
-    // The file is read at start; keep it until then.
-    std::thread::sleep(Duration::from_millis(500));
-    drop(dir);
-    run
+    (Running::start(cmd), dir)
 }
 
 /// Announces block `n` (after the node has it) and returns how long the
@@ -143,7 +133,7 @@ async fn follow_over_wss_with_a_private_ca_is_woken_by_new_heads() {
         "[rpc]\ntls_ca_file = {:?}\n",
         ca.ca_file().to_str().unwrap()
     );
-    let mut run = follow_woken_by(&server, &url, &ws, &config);
+    let (mut run, _config) = follow_woken_by(&server, &url, &ws, &config);
     pg::wait_for_checkpoint(&pool, FIRST + 2, Duration::from_secs(20), || {
         run.is_running()
     })
@@ -167,7 +157,7 @@ async fn a_wss_endpoint_whose_certificate_is_not_trusted_is_refused_and_follow_p
     let ws = WsHeads::start_tls(&ca).await.unwrap();
     let (pool, url) = pg::fresh_db().await;
     // No tls_ca_file: the test CA is not among the web roots.
-    let mut run = follow_woken_by(&server, &url, &ws, "");
+    let (mut run, _config) = follow_woken_by(&server, &url, &ws, "");
     pg::wait_for_checkpoint(&pool, FIRST + 1, Duration::from_secs(20), || {
         run.is_running()
     })
@@ -195,7 +185,7 @@ async fn new_heads_resubscribes_after_the_socket_goes_down_and_comes_back() {
     // Down from the start: follow begins by polling.
     ws.set_down(true);
     let (pool, url) = pg::fresh_db().await;
-    let mut run = follow_woken_by(&server, &url, &ws, "");
+    let (mut run, _config) = follow_woken_by(&server, &url, &ws, "");
     pg::wait_for_checkpoint(&pool, FIRST + 1, Duration::from_secs(20), || {
         run.is_running()
     })
