@@ -9,7 +9,7 @@
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::time::Duration;
 
-use sender_indexer::config::{RpcSettings, Settings};
+use sender_indexer::config::RpcSettings;
 use sender_indexer::pipeline::check_block_text;
 use sender_indexer::rpc::RpcClient;
 use serde_json::{Value, json};
@@ -296,15 +296,12 @@ async fn answering(body: Vec<u8>) -> String {
     url
 }
 
+/// The rpc tests' fast-retry settings, one block a batch, answers capped.
 fn settings(url: &str, max_response_mib: usize) -> RpcSettings {
     RpcSettings {
-        urls: vec![url.parse().unwrap()],
         batch_size: 1.try_into().unwrap(),
-        max_retries: 2,
-        backoff_initial: Duration::from_millis(5),
-        backoff_max: Duration::from_millis(20),
         max_response_mib: max_response_mib.try_into().unwrap(),
-        ..Settings::defaults().rpc
+        ..crate::rpc::config(url)
     }
 }
 

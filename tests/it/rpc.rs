@@ -16,7 +16,7 @@ use crate::support::rpc_server::{Fault, RpcServer, synthetic_block};
 const MS: Duration = Duration::from_millis(1);
 
 /// Fast retries so fault tests take milliseconds, not minutes.
-fn config(url: &str) -> RpcSettings {
+pub(crate) fn config(url: &str) -> RpcSettings {
     RpcSettings {
         urls: vec![url.parse().expect("test url")],
         batch_size: nz(10),
