@@ -84,6 +84,8 @@ pub struct Anvil {
     accounts: Vec<(String, String)>,
     reaper: Option<JoinHandle<()>>,
     blob_dir: tempfile::TempDir,
+    /// A block per transaction: [`Anvil::send`] waits until it is mined.
+    automine: bool,
 }
 
 /// `.tools/node_modules/@foundry-rs/<tool>-linux-*/bin/<tool>`, then the npm
@@ -124,6 +126,7 @@ impl Anvil {
     }
 
     fn spawn(opts: AnvilOptions) -> Self {
+        let automine = opts.block_time.is_none() && !opts.no_mining;
         let mut cmd = Command::new(find_tool("anvil"));
         cmd.args(["--host", "127.0.0.1", "--port", "0", "--hardfork", "prague"]);
         if let Some(secs) = opts.block_time {
@@ -197,6 +200,7 @@ impl Anvil {
             accounts,
             reaper: Some(reaper),
             blob_dir: tempfile::tempdir().expect("tempdir for blob data"),
+            automine,
         }
     }
 
@@ -300,9 +304,11 @@ impl Anvil {
     }
 
     /// Sends a `kind` tx from dev account `from` to dev account 9 (value 1
-    /// wei) without waiting to be mined, and returns its hash. The nonce is
-    /// the pending one, so sends queue up when automine is off (cast alone
-    /// would reuse the latest nonce).
+    /// wei) and returns its hash. The nonce is the pending one, so sends
+    /// queue up when automine is off (cast alone would reuse the latest
+    /// nonce). With automine it returns once the tx is mined: anvil answers
+    /// `eth_sendRawTransaction` before it mines, so a caller that read
+    /// `eth_blockNumber` next could see the block before (found by CI).
     pub async fn send(&self, from: usize, kind: TxKind) -> String {
         let (addr, key) = self.account(from);
         let nonce = hex_u64(
@@ -354,6 +360,9 @@ impl Anvil {
             hash.starts_with("0x") && hash.len() == 66,
             "cast send printed {hash:?}"
         );
+        if self.automine {
+            self.receipt(&hash).await;
+        }
         hash
     }
 
