@@ -125,6 +125,13 @@ pub struct IndexSettings {
     pub strict: bool,
     /// 0 never defers the lookup indexes.
     pub defer_indexes_min_blocks: u64,
+    /// `backfill` by leased segments of this many blocks, so several
+    /// processes share a range; 0: one process writes, under the writer
+    /// lock.
+    pub segment_blocks: u64,
+    /// A segment's lease lasts this long unless renewed (a third of it).
+    #[serde(rename = "lease_ms", deserialize_with = "positive_millis")]
+    pub lease: Duration,
 }
 
 /// Receipts and event logs.

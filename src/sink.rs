@@ -66,3 +66,72 @@ pub trait Sink: Send + Sync {
     /// Builds the missing lookup indexes.
     async fn build_lookup_indexes(&self) -> anyhow::Result<()>;
 }
+
+/// One segment of a leased backfill: blocks `first..=last`, of which
+/// `next..` remain to be written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Segment {
+    pub first: u64,
+    pub last: u64,
+    pub next: u64,
+    /// The process whose lease expired, when this one takes it over.
+    pub taken_from: Option<String>,
+}
+
+/// Where a leased backfill's segments stand, for deciding what to do when
+/// none is free.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct SegmentCounts {
+    pub free: u64,
+    pub leased: u64,
+    pub done: u64,
+}
+
+/// Range leases, for several processes sharing one backfill: the storage
+/// side of [`crate::pipeline::leased_backfill`]. While a segment is leased
+/// through [`Segments::lease`], [`Sink::write_blocks`] writes into it: only
+/// while the lease is still this process's, continuing exactly at its next
+/// block, and committing the segment's progress (and its end) with the
+/// blocks.
+#[async_trait::async_trait]
+pub trait Segments: Send + Sync {
+    /// Cuts `from..=to` into segments of `size` blocks (aligned to
+    /// multiples of `size`), adding those not planned yet.
+    async fn plan(&self, from: u64, to: u64, size: u64) -> anyhow::Result<()>;
+
+    /// Leases the lowest segment inside `from..=to` that is free or whose
+    /// lease expired, skipping those another process is taking right now;
+    /// `None` when there is none.
+    async fn lease(&self, from: u64, to: u64) -> anyhow::Result<Option<Segment>>;
+
+    /// Gives the leased segment back unfinished (shutdown, error); its
+    /// written blocks stay, and the next lease resumes after them.
+    async fn release(&self) -> anyhow::Result<()>;
+
+    /// Extends every lease this process holds; false if it holds one no
+    /// more (it expired and another process took it).
+    async fn renew(&self) -> anyhow::Result<bool>;
+
+    /// Segments inside `from..=to` by state (an expired lease counts as
+    /// leased until it is taken over).
+    async fn counts(&self, from: u64, to: u64) -> anyhow::Result<SegmentCounts>;
+
+    /// First blocks of done segments inside `from..=to` whose parent hash is
+    /// not the hash of the block below, stored by the done segment below.
+    async fn broken_links(&self, from: u64, to: u64) -> anyhow::Result<Vec<u64>>;
+
+    /// Deletes the blocks of the segment starting at `first` and frees it,
+    /// to be indexed again (a link across a boundary did not hold); records
+    /// it as a reorg.
+    async fn redo(&self, first: u64) -> anyhow::Result<()>;
+}
+
+/// A write into a leased segment that could not go on: the lease was taken
+/// over, or the segment's committed progress is behind this write. Not
+/// fatal to the process: it leases again.
+#[derive(Debug, thiserror::Error)]
+#[error("{reason}")]
+pub struct LeaseEnded {
+    pub first: u64,
+    pub reason: String,
+}

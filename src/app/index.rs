@@ -16,31 +16,42 @@ use crate::metrics::Metrics;
 use crate::pipeline::{ConvergeEnd, Ctx, FollowStart, PipelineSettings};
 use crate::recover::Pool;
 use crate::rpc::RpcClient;
-use crate::store::Reconnecting;
+use crate::store::{LockMode, Reconnecting, StoreError};
 
 use super::trust::Trust;
 use super::{Schema, open_database};
 
 pub async fn backfill(settings: Settings, from: u64, to: BlockTarget) -> anyhow::Result<ExitCode> {
-    run(settings, "backfill", |ctx, trust| async move {
+    let (size, lease) = (settings.index.segment_blocks, settings.index.lease);
+    let role = if size > 0 { Role::Shared } else { Role::Alone };
+    run(settings, "backfill", role, |ctx, trust, sink| async move {
         let to = match to {
             BlockTarget::Number(n) => n,
             BlockTarget::Latest => ctx.source.head().await?,
         };
         anyhow::ensure!(from <= to, "--from {from} is above --to {to}");
         trust.link(&ctx, from, Some(to)).await?;
-        crate::pipeline::backfill(&ctx, from, to).await
+        if size > 0 {
+            crate::pipeline::leased_backfill(&ctx, sink, from, to, size, lease).await
+        } else {
+            crate::pipeline::backfill(&ctx, from, to).await
+        }
     })
     .await
 }
 
 pub async fn follow(settings: Settings, from: Option<u64>) -> anyhow::Result<ExitCode> {
     let start = from.map_or(FollowStart::Resume, FollowStart::At);
-    run(settings, "follow", |ctx, trust| async move {
-        let first = crate::pipeline::first_block(&ctx, start).await?;
-        trust.link(&ctx, first, None).await?;
-        crate::pipeline::follow(&ctx, start).await
-    })
+    run(
+        settings,
+        "follow",
+        Role::Leader,
+        |ctx, trust, _| async move {
+            let first = crate::pipeline::first_block(&ctx, start).await?;
+            trust.link(&ctx, first, None).await?;
+            crate::pipeline::follow(&ctx, start).await
+        },
+    )
     .await
 }
 
@@ -48,7 +59,7 @@ pub async fn sync(settings: Settings, from: Option<u64>) -> anyhow::Result<ExitC
     let start = FollowStart::CatchUp {
         from: from.unwrap_or(0),
     };
-    run(settings, "sync", |ctx, trust| async move {
+    run(settings, "sync", Role::Leader, |ctx, trust, _| async move {
         let first = crate::pipeline::first_block(&ctx, start).await?;
         trust.link(&ctx, first, None).await?;
         crate::pipeline::follow(&ctx, start).await
@@ -56,22 +67,58 @@ pub async fn sync(settings: Settings, from: Option<u64>) -> anyhow::Result<ExitC
     .await
 }
 
+/// How a run holds the database's writer lock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Role {
+    /// The only writer (`backfill` without segments); another writer
+    /// present is an error.
+    Alone,
+    /// The leader of `follow`/`sync`: while another leads, this one waits
+    /// as a hot standby and takes over the moment it is gone.
+    Leader,
+    /// One of several leased backfills.
+    Shared,
+}
+
 /// Sets up a run, hands `converge` the context, and tears it down.
-async fn run<F, Fut>(mut settings: Settings, what: &str, converge: F) -> anyhow::Result<ExitCode>
+async fn run<F, Fut>(
+    mut settings: Settings,
+    what: &str,
+    role: Role,
+    converge: F,
+) -> anyhow::Result<ExitCode>
 where
-    F: FnOnce(Arc<Ctx>, Trust) -> Fut,
+    F: FnOnce(Arc<Ctx>, Trust, Arc<dyn crate::sink::Segments>) -> Fut,
     Fut: Future<Output = anyhow::Result<ConvergeEnd>>,
 {
     narrow_to_events(&mut settings)?;
     let database = open_database(&settings, Schema::Migrate).await?;
-    let lock = database.store.lock_writer().await?;
+    let lock = match role {
+        Role::Alone => database.store.lock_writer(LockMode::Exclusive).await?,
+        Role::Shared => database.store.lock_writer(LockMode::Shared).await?,
+        Role::Leader => match database.store.lock_writer(LockMode::Exclusive).await {
+            Err(StoreError::Locked) => {
+                tracing::info!(target: "indexer", "another sender-indexer writes to this database; standing by to take over when it stops");
+                let lock = database
+                    .store
+                    .lock_writer_within(LockMode::Exclusive, None)
+                    .await?;
+                tracing::info!(target: "indexer", "the writer lock is free: taking over");
+                lock
+            }
+            other => other?,
+        },
+    };
     let store = database.store.clone().with_events(&settings.events).await?;
-    let sink = Arc::new(Reconnecting::new(
-        store.clone(),
-        lock,
-        database.name.clone(),
-        settings.database.reconnect_budget,
-    ));
+    let sink = Arc::new(
+        Reconnecting::new(
+            store.clone(),
+            lock,
+            database.name.clone(),
+            settings.database.reconnect_budget,
+        )
+        .with_lease_time(settings.index.lease),
+    );
     let (trigger, shutdown) = crate::shutdown::channel();
     crate::shutdown::listen_for_signals(trigger);
     let metrics = Metrics::new();
@@ -103,7 +150,7 @@ where
         metrics,
         shutdown,
     ));
-    let end = converge(Arc::clone(&ctx), trust).await?;
+    let end = converge(Arc::clone(&ctx), trust, Arc::clone(&sink) as _).await?;
     ctx.progress.lock().await.finish();
     sink.release().await?;
     let summary = crate::progress::summary(&ctx.metrics, what);

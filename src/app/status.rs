@@ -37,6 +37,7 @@ pub async fn report(settings: &Settings, store: &Store) -> anyhow::Result<String
         Some((n, h)) => writeln!(out, "checkpoint:     {n} {h}")?,
         None => writeln!(out, "checkpoint:     none")?,
     }
+    segments(&mut out, &store.segments().await?)?;
     for (table, rows) in &s.rows {
         writeln!(out, "rows {table:<14} {rows}")?;
     }
@@ -119,4 +120,51 @@ pub async fn report(settings: &Settings, store: &Store) -> anyhow::Result<String
         )?,
     }
     Ok(out)
+}
+
+/// Leased backfill segments: how many are done, leased (by whom, since
+/// when, and whether the lease expired) and free, and those partly written.
+fn segments(out: &mut String, rows: &[crate::store::SegmentRow]) -> std::fmt::Result {
+    if rows.is_empty() {
+        return Ok(());
+    }
+    let n = |state: &str| rows.iter().filter(|r| r.state == state).count();
+    writeln!(
+        out,
+        "segments:       {} done, {} leased, {} free ({}..={})",
+        n("done"),
+        n("leased"),
+        n("free"),
+        rows[0].first,
+        rows[rows.len() - 1].last
+    )?;
+    for r in rows.iter().filter(|r| r.state == "leased") {
+        let expiry = match r.expires_in_s {
+            Some(s) if s >= 0.0 => format!("lease ends in {s:.0}s"),
+            Some(s) => format!("lease EXPIRED {:.0}s ago, free to take over", -s),
+            None => "no expiry".into(),
+        };
+        writeln!(
+            out,
+            "  leased {}..={} by {} for {:.0}s, at block {}; {expiry}",
+            r.first,
+            r.last,
+            r.owner.as_deref().unwrap_or("?"),
+            r.leased_for_s.unwrap_or(0.0),
+            r.next
+        )?;
+    }
+    for r in rows
+        .iter()
+        .filter(|r| r.state == "free" && r.next > r.first)
+    {
+        writeln!(
+            out,
+            "  free   {}..={}, written up to block {} (resumes there)",
+            r.first,
+            r.last,
+            r.next - 1
+        )?;
+    }
+    Ok(())
 }

@@ -39,6 +39,28 @@ impl LookupIndexes {
     /// Called before indexing `from..=to`: drops the indexes for a bulk
     /// load, or builds them when this range is not one.
     pub async fn before_range(&mut self, ctx: &Ctx, from: u64, to: u64) -> anyhow::Result<()> {
+        self.decide(ctx, from, to, true).await
+    }
+
+    /// [`LookupIndexes::before_range`] for one of several leased
+    /// backfills: drops them for a bulk load, but never builds them before
+    /// the range is done (other processes may still be loading it).
+    pub async fn before_shared_range(
+        &mut self,
+        ctx: &Ctx,
+        from: u64,
+        to: u64,
+    ) -> anyhow::Result<()> {
+        self.decide(ctx, from, to, false).await
+    }
+
+    async fn decide(
+        &mut self,
+        ctx: &Ctx,
+        from: u64,
+        to: u64,
+        may_build: bool,
+    ) -> anyhow::Result<()> {
         let min = ctx.index.defer_indexes_min_blocks;
         let blocks = to.saturating_sub(from) + 1;
         let mut new = blocks;
@@ -53,7 +75,7 @@ impl LookupIndexes {
                 ctx.sink.drop_lookup_indexes().await?;
                 self.deferred = true;
             }
-            (false, true) => self.finish(ctx).await?,
+            (false, true) if may_build => self.finish(ctx).await?,
             _ => {}
         }
         Ok(())

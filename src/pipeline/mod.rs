@@ -11,6 +11,7 @@
 //!
 //! * `range`: one range, fetch → recover → write as three stages.
 //! * `follow`: the converge loops (`backfill`, `follow`, `sync`) and reorgs.
+//! * `leased`: `backfill` by leased segments, shared by several processes.
 //! * `receipts`: receipts and logs checked against their block and
 //!   transaction; one that does not match has its block fetched again.
 //! * `defer_indexes`: when a load is large enough to build the lookup
@@ -18,10 +19,12 @@
 
 mod defer_indexes;
 mod follow;
+mod leased;
 mod range;
 mod receipts;
 
 pub use follow::{ConvergeEnd, FollowStart, backfill, first_block, follow};
+pub use leased::leased_backfill;
 pub use range::{Step, check_block_text, index_range};
 
 use std::sync::Arc;

@@ -212,7 +212,7 @@ pub(super) fn create_statement(table: &Table, spec: &EventSpec) -> String {
     }
     cols.push("PRIMARY KEY (block_number, log_index)".to_owned());
     format!(
-        "CREATE TABLE IF NOT EXISTS {} (\n    {}\n)",
+        "CREATE TABLE IF NOT EXISTS {} (\n    {}\n) PARTITION BY RANGE (block_number)",
         table.name,
         cols.join(",\n    ")
     )
@@ -303,7 +303,7 @@ mod tests {
         let Rows::Event(e) = &t[0].rows else { panic!() };
         assert_eq!(
             create_statement(t[0], &e.spec),
-            "CREATE TABLE IF NOT EXISTS transfer (\n    block_number BIGINT NOT NULL,\n    log_index INT NOT NULL,\n    tx_index INT NOT NULL,\n    address BYTEA NOT NULL,\n    \"from\" BYTEA,\n    \"to\" BYTEA,\n    \"value\" NUMERIC(78,0),\n    PRIMARY KEY (block_number, log_index)\n)"
+            "CREATE TABLE IF NOT EXISTS transfer (\n    block_number BIGINT NOT NULL,\n    log_index INT NOT NULL,\n    tx_index INT NOT NULL,\n    address BYTEA NOT NULL,\n    \"from\" BYTEA,\n    \"to\" BYTEA,\n    \"value\" NUMERIC(78,0),\n    PRIMARY KEY (block_number, log_index)\n) PARTITION BY RANGE (block_number)"
         );
         let t = describe(&[event(
             "OwnershipTransferred(address indexed previousOwner, address indexed newOwner)",

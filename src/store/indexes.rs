@@ -26,6 +26,9 @@ fn lookup_indexes() -> impl Iterator<Item = (&'static Table, &'static LookupInde
 /// build over tens of millions of rows to disk in many runs.
 const BUILD_SORT_MEMORY: &str = "SET LOCAL maintenance_work_mem = '256MB'";
 
+/// Held (session advisory lock) while one process builds the indexes.
+const BUILD_LOCK_KEY: i64 = 0x5e4d_e21d_e7e4;
+
 impl Store {
     /// The lookup indexes that do not exist (dropped by a bulk load that
     /// did not reach its end), in [`TABLES`] order.
@@ -58,23 +61,92 @@ impl Store {
     }
 
     /// Builds the missing lookup indexes, each in its own transaction, so
-    /// an interrupted build keeps the ones it finished. Returns the names
-    /// built.
+    /// an interrupted build keeps the ones it finished; on a partitioned
+    /// table, partition by partition (the table's index is valid once every
+    /// partition's is attached). Returns the names built.
+    ///
+    /// One process builds at a time (several leased backfills finish
+    /// together): the others wait, then find nothing missing.
     pub async fn build_lookup_indexes(&self) -> Result<Vec<&'static str>> {
+        let mut guard = self.pool().acquire().await?;
+        sqlx::query("SELECT pg_advisory_lock($1)")
+            .bind(BUILD_LOCK_KEY)
+            .execute(&mut *guard)
+            .await?;
+        let built = self.build_missing().await;
+        sqlx::query("SELECT pg_advisory_unlock($1)")
+            .bind(BUILD_LOCK_KEY)
+            .execute(&mut *guard)
+            .await?;
+        built
+    }
+
+    async fn build_missing(&self) -> Result<Vec<&'static str>> {
         let missing = self.missing_lookup_indexes().await?;
         for (table, index) in lookup_indexes().filter(|(_, i)| missing.contains(&i.name)) {
             let name = index.name;
             let started = Instant::now();
-            let mut tx = self.pool().begin().await?;
-            sqlx::query(BUILD_SORT_MEMORY).execute(&mut *tx).await?;
-            // Names come from the table descriptions, never from input.
-            sqlx::query(sqlx::AssertSqlSafe(index.create_statement(table)))
-                .execute(&mut *tx)
-                .await?;
-            tx.commit().await?;
+            if self.is_partitioned(table.name) {
+                self.build_per_partition(table, index).await?;
+            } else {
+                let mut tx = self.pool().begin().await?;
+                sqlx::query(BUILD_SORT_MEMORY).execute(&mut *tx).await?;
+                // Names come from the table descriptions, never from input.
+                sqlx::query(sqlx::AssertSqlSafe(index.create_statement(table)))
+                    .execute(&mut *tx)
+                    .await?;
+                tx.commit().await?;
+            }
             tracing::info!(target: "indexer::store", index = name, secs = started.elapsed().as_secs_f64(), "built lookup index");
         }
         Ok(missing)
+    }
+
+    /// `index` on `table`'s partitions that lack it, one transaction each,
+    /// attached to the table's index (created first, `ON ONLY`).
+    async fn build_per_partition(&self, table: &Table, index: &LookupIndex) -> Result<()> {
+        // Names come from the table descriptions and the catalog.
+        sqlx::query(sqlx::AssertSqlSafe(format!(
+            "CREATE INDEX IF NOT EXISTS {} ON ONLY {} ({})",
+            index.name, table.name, index.columns
+        )))
+        .execute(self.pool())
+        .await?;
+        let lacking: Vec<String> = sqlx::query_scalar(
+            "SELECT c.relname::text FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
+             WHERE i.inhparent = $1::regclass
+               AND NOT EXISTS (
+                   SELECT 1 FROM pg_inherits a JOIN pg_index x ON x.indexrelid = a.inhrelid
+                   WHERE a.inhparent = $2::regclass AND x.indrelid = c.oid)
+             ORDER BY c.relname",
+        )
+        .bind(table.name)
+        .bind(index.name)
+        .fetch_all(self.pool())
+        .await?;
+        let tag = index.name.strip_prefix(table.name).unwrap_or(index.name);
+        for partition in lacking {
+            let mut child = format!("{partition}{tag}");
+            child.truncate(63);
+            let started = Instant::now();
+            let mut tx = self.pool().begin().await?;
+            sqlx::query(BUILD_SORT_MEMORY).execute(&mut *tx).await?;
+            sqlx::query(sqlx::AssertSqlSafe(format!(
+                "CREATE INDEX IF NOT EXISTS {child} ON {partition} ({})",
+                index.columns
+            )))
+            .execute(&mut *tx)
+            .await?;
+            sqlx::query(sqlx::AssertSqlSafe(format!(
+                "ALTER INDEX {} ATTACH PARTITION {child}",
+                index.name
+            )))
+            .execute(&mut *tx)
+            .await?;
+            tx.commit().await?;
+            tracing::debug!(target: "indexer::store", index = child, secs = started.elapsed().as_secs_f64(), "built partition index");
+        }
+        Ok(())
     }
 
     /// Blocks stored in all, and how many of them lie in `from..=to`

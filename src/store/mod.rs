@@ -14,8 +14,10 @@
 mod copy;
 mod events;
 mod indexes;
+mod partitions;
 pub mod query;
 mod reconnect;
+mod segments;
 mod sink;
 mod tables;
 
@@ -26,7 +28,9 @@ use crate::decode::B256;
 use crate::recover::RecoveredBlock;
 use crate::sink::{WriteOutcome, Written};
 use copy::CopyBuf;
+pub use partitions::{PARTITION_BLOCKS, partition_name};
 pub use reconnect::Reconnecting;
+pub use segments::{Lease, SegmentRow};
 pub use tables::{LookupIndex, Rows, TABLES, Table};
 
 /// The schema, embedded from `migrations/` and applied at start.
@@ -65,6 +69,25 @@ pub enum StoreError {
         committed: u64,
         checkpoint: Option<u64>,
     },
+    #[error("segment {first}: the lease expired and another process took the segment over")]
+    LeaseLost { first: u64 },
+    #[error(
+        "segment {first}: its committed progress is block {next}, but this process was about to write block {at}: the database lost acknowledged commits (synchronous_commit off, or a failover to a replica that was behind); the segment is leased again from its progress"
+    )]
+    SegmentGap { first: u64, next: u64, at: u64 },
+    #[error(
+        "blocks {gap_first}..={gap_last} of the range {from}..={to} lie in segment {first}..={last} of an earlier leased backfill, which reaches outside the range, so no segment of this run can hold them\n\nhint: run the backfill again over a range that contains that segment whole (e.g. --from {from_hint} --to {to_hint})"
+    )]
+    SegmentStraddles {
+        from: u64,
+        to: u64,
+        gap_first: u64,
+        gap_last: u64,
+        first: u64,
+        last: u64,
+        from_hint: u64,
+        to_hint: u64,
+    },
 }
 
 impl StoreError {
@@ -92,9 +115,21 @@ impl StoreError {
 
 type Result<T> = std::result::Result<T, StoreError>;
 
+/// How a process holds the database's writer lock (a session advisory
+/// lock).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LockMode {
+    /// Alone: a `backfill` without segments, and `follow`/`sync`.
+    Exclusive,
+    /// Shared by any number of leased backfills (which coordinate through
+    /// the `segments` table), and by none of the exclusive writers.
+    Shared,
+}
+
 /// Holds the writer lock for as long as it lives.
 pub struct WriterLock {
     conn: PgConnection,
+    mode: LockMode,
 }
 
 impl WriterLock {
@@ -105,9 +140,17 @@ impl WriterLock {
         Ok(())
     }
 
+    pub fn mode(&self) -> LockMode {
+        self.mode
+    }
+
     /// Releases the lock now rather than when the server notices we left.
     pub async fn release(mut self) -> Result<()> {
-        sqlx::query("SELECT pg_advisory_unlock($1)")
+        let unlock = match self.mode {
+            LockMode::Exclusive => "SELECT pg_advisory_unlock($1)",
+            LockMode::Shared => "SELECT pg_advisory_unlock_shared($1)",
+        };
+        sqlx::query(unlock)
             .bind(WRITER_LOCK_KEY)
             .execute(&mut self.conn)
             .await?;
@@ -124,13 +167,16 @@ pub struct Store {
     pool: PgPool,
     /// [`TABLES`], then the decoded event tables ([`Store::with_events`]).
     tables: std::sync::Arc<Vec<&'static Table>>,
+    /// Those of them partitioned by block range.
+    partitions: partitions::Partitions,
 }
 
 impl Store {
     /// Connects and applies the schema migrations.
     pub async fn connect(options: PgConnectOptions, max_connections: u32) -> Result<Store> {
-        let store = Self::connect_as_is(options, max_connections).await?;
+        let mut store = Self::connect_as_is(options, max_connections).await?;
         MIGRATOR.run(&store.pool).await?;
+        store.partitions = store.detect_partitions().await?;
         Ok(store)
     }
 
@@ -147,6 +193,7 @@ impl Store {
         Ok(Store {
             pool,
             tables: std::sync::Arc::new(TABLES.to_vec()),
+            partitions: Default::default(),
         })
     }
 
@@ -158,7 +205,23 @@ impl Store {
         let mut tables = TABLES.to_vec();
         tables.extend(described);
         self.tables = std::sync::Arc::new(tables);
+        self.partitions = self.detect_partitions().await?;
         Ok(self)
+    }
+
+    async fn detect_partitions(&self) -> Result<partitions::Partitions> {
+        let names: Vec<&'static str> = self.tables.iter().map(|t| t.name).collect();
+        partitions::Partitions::detect(&self.pool, &names).await
+    }
+
+    fn is_partitioned(&self, table: &str) -> bool {
+        self.partitions.contains(table)
+    }
+
+    /// Creates the partitions blocks `first..=last` need (done by every
+    /// write; ahead of time for a leased backfill's whole range).
+    pub async fn ensure_partitions(&self, first: u64, last: u64) -> Result<()> {
+        self.partitions.ensure(&self.pool, first, last).await
     }
 
     /// Every table a write fills, event tables included.
@@ -187,21 +250,36 @@ impl Store {
     ///
     /// A process that just exited may hold the lock until the server notices
     /// its disconnect, so a busy lock is retried for a few seconds.
-    pub async fn lock_writer(&self) -> Result<WriterLock> {
+    pub async fn lock_writer(&self, mode: LockMode) -> Result<WriterLock> {
+        self.lock_writer_within(mode, Some(LOCK_WAIT)).await
+    }
+
+    /// [`Store::lock_writer`], waiting up to `wait` (`None`: until it is
+    /// free; a hot standby).
+    pub async fn lock_writer_within(
+        &self,
+        mode: LockMode,
+        wait: Option<std::time::Duration>,
+    ) -> Result<WriterLock> {
         let mut conn = PgConnection::connect_with(&self.pool.connect_options()).await?;
-        let deadline = std::time::Instant::now() + LOCK_WAIT;
+        let deadline = wait.map(|w| std::time::Instant::now() + w);
+        let try_lock = match mode {
+            LockMode::Exclusive => "SELECT pg_try_advisory_lock($1)",
+            LockMode::Shared => "SELECT pg_try_advisory_lock_shared($1)",
+        };
         loop {
-            let locked: bool = sqlx::query_scalar("SELECT pg_try_advisory_lock($1)")
+            let locked: bool = sqlx::query_scalar(try_lock)
                 .bind(WRITER_LOCK_KEY)
                 .fetch_one(&mut conn)
                 .await?;
             if locked {
-                return Ok(WriterLock { conn });
+                return Ok(WriterLock { conn, mode });
             }
-            if std::time::Instant::now() >= deadline {
+            if deadline.is_some_and(|d| std::time::Instant::now() >= d) {
                 return Err(StoreError::Locked);
             }
-            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            let pause = if wait.is_some() { 100 } else { 500 };
+            tokio::time::sleep(std::time::Duration::from_millis(pause)).await;
         }
     }
 
@@ -266,6 +344,20 @@ impl Store {
     /// [`Written::ParentMismatch`] when the first block does not extend the
     /// stored block below it, or when the blocks do not chain.
     pub async fn write_blocks(&self, blocks: &[RecoveredBlock]) -> Result<Written> {
+        self.write_blocks_in(blocks, None).await
+    }
+
+    /// [`Store::write_blocks`], or, with `lease`, into a leased segment:
+    /// only while the lease is `lease.owner`'s, continuing at the segment's
+    /// committed progress, with the parent checked only inside the segment
+    /// (links across segments are checked once both are done), and
+    /// committing the segment's progress instead of moving the checkpoint
+    /// (which moves when a segment completes).
+    pub async fn write_blocks_in(
+        &self,
+        blocks: &[RecoveredBlock],
+        lease: Option<&Lease>,
+    ) -> Result<Written> {
         let (Some(first), Some(last)) = (blocks.first(), blocks.last()) else {
             return Ok(Written::Committed(WriteOutcome::default()));
         };
@@ -280,7 +372,11 @@ impl Store {
             }
         }
         let (first, last) = (&first.header, &last.header);
+        self.ensure_partitions(first.number, last.number).await?;
         let mut tx = self.pool.begin().await?;
+        if let Some(lease) = lease {
+            lease.hold(&mut tx, first.number).await?;
+        }
         let stored: Vec<(i64, Vec<u8>)> =
             sqlx::query_as("SELECT number, hash FROM blocks WHERE number BETWEEN $1 AND $2")
                 .bind(first.number as i64 - 1)
@@ -289,7 +385,11 @@ impl Store {
                 .await?;
         let stored: std::collections::HashMap<u64, Vec<u8>> =
             stored.into_iter().map(|(n, h)| (n as u64, h)).collect();
-        if let Some(parent) = first.number.checked_sub(1).and_then(|p| stored.get(&p)) {
+        let below = first
+            .number
+            .checked_sub(1)
+            .filter(|p| lease.is_none_or(|l| *p >= l.first));
+        if let Some(parent) = below.and_then(|p| stored.get(&p)) {
             if parent[..] != first.parent_hash[..] {
                 return Ok(Written::ParentMismatch {
                     number: first.number,
@@ -337,16 +437,21 @@ impl Store {
             outcome.blocks_written = fresh.len() as u64;
             outcome.txs_written = fresh.iter().map(|b| b.txs.len() as u64).sum();
         }
-        sqlx::query(
-            "INSERT INTO checkpoint (id, block_number, block_hash) VALUES (TRUE, $1, $2)
-             ON CONFLICT (id) DO UPDATE
-               SET block_number = EXCLUDED.block_number, block_hash = EXCLUDED.block_hash, updated_at = now()
-               WHERE checkpoint.block_number <= EXCLUDED.block_number",
-        )
-        .bind(last.number as i64)
-        .bind(&last.hash[..])
-        .execute(&mut *tx)
-        .await?;
+        match lease {
+            Some(lease) => lease.advance(&mut tx, last.number).await?,
+            None => {
+                sqlx::query(
+                    "INSERT INTO checkpoint (id, block_number, block_hash) VALUES (TRUE, $1, $2)
+                     ON CONFLICT (id) DO UPDATE
+                       SET block_number = EXCLUDED.block_number, block_hash = EXCLUDED.block_hash, updated_at = now()
+                       WHERE checkpoint.block_number <= EXCLUDED.block_number",
+                )
+                .bind(last.number as i64)
+                .bind(&last.hash[..])
+                .execute(&mut *tx)
+                .await?;
+            }
+        }
         tx.commit().await?;
         Ok(Written::Committed(outcome))
     }
@@ -397,6 +502,7 @@ impl Store {
                     .await?;
             }
         }
+        segments::reopen_above(&mut tx, ancestor).await?;
         if let Some((tip, old_hash)) = tip {
             sqlx::query(
                 "INSERT INTO reorgs (ancestor, depth, old_hash, new_hash) VALUES ($1, $2, $3, $4)",

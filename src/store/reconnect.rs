@@ -32,10 +32,10 @@ use std::time::Duration;
 use tokio::sync::Mutex;
 use tokio::time::Instant;
 
-use super::{Store, StoreError, WriterLock};
+use super::{Lease, LockMode, Store, StoreError, WriterLock};
 use crate::decode::B256;
 use crate::recover::RecoveredBlock;
-use crate::sink::{Sink, Written};
+use crate::sink::{LeaseEnded, Segment, SegmentCounts, Segments, Sink, Written};
 
 const TARGET: &str = "indexer::store";
 const BACKOFF_INITIAL: Duration = Duration::from_millis(200);
@@ -44,6 +44,14 @@ const BACKOFF_MAX: Duration = Duration::from_secs(10);
 pub struct Reconnecting {
     store: Store,
     lock: Mutex<Option<WriterLock>>,
+    /// How the lock is held, to take it again the same way.
+    mode: LockMode,
+    /// This process's name in the `segments` table ("host:pid:nonce").
+    owner: String,
+    /// How long a segment lease lasts unrenewed.
+    lease_time: Duration,
+    /// The segment writes go into, while one is leased.
+    lease: std::sync::Mutex<Option<Lease>>,
     /// The database as it may be logged (see `redact`).
     name: String,
     budget: Duration,
@@ -55,11 +63,34 @@ impl Reconnecting {
     pub fn new(store: Store, lock: WriterLock, name: String, budget: Duration) -> Reconnecting {
         Reconnecting {
             store,
+            mode: lock.mode(),
             lock: Mutex::new(Some(lock)),
+            owner: owner_name(),
+            lease_time: Duration::from_secs(30),
+            lease: std::sync::Mutex::new(None),
             name,
             budget,
             committed: std::sync::Mutex::new(None),
         }
+    }
+
+    /// Segment leases last `lease` unless renewed.
+    pub fn with_lease_time(mut self, lease: Duration) -> Reconnecting {
+        self.lease_time = lease;
+        self
+    }
+
+    /// This process's name in the `segments` table.
+    pub fn owner(&self) -> &str {
+        &self.owner
+    }
+
+    fn current_lease(&self) -> Option<Lease> {
+        self.lease.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    fn set_lease(&self, lease: Option<Lease>) {
+        *self.lease.lock().unwrap_or_else(|p| p.into_inner()) = lease;
     }
 
     fn committed(&self) -> Option<u64> {
@@ -154,7 +185,7 @@ impl Reconnecting {
             }
         }
         *lock = None;
-        match self.store.lock_writer().await {
+        match self.store.lock_writer(self.mode).await {
             Ok(fresh) => {
                 tracing::info!(target: TARGET, database = self.name, "writer lock taken again on a new connection");
                 *lock = Some(fresh);
@@ -173,10 +204,22 @@ impl Sink for Reconnecting {
             (Some(a), Some(b)) => format!("write blocks {}..={}", a.header.number, b.header.number),
             _ => "write no blocks".to_owned(),
         };
+        let lease = self.current_lease();
         let written = self
-            .retrying(&what, true, || self.store.write_blocks(blocks))
-            .await?;
-        if let (Written::Committed(_), Some(last)) = (&written, blocks.last()) {
+            .retrying(&what, true, || {
+                self.store.write_blocks_in(blocks, lease.as_ref())
+            })
+            .await
+            .map_err(|e| match e.downcast_ref::<StoreError>() {
+                Some(StoreError::LeaseLost { first } | StoreError::SegmentGap { first, .. }) => {
+                    anyhow::Error::new(LeaseEnded {
+                        first: *first,
+                        reason: e.to_string(),
+                    })
+                }
+                _ => e,
+            })?;
+        if let (Written::Committed(_), Some(last), None) = (&written, blocks.last(), &lease) {
             self.set_committed(last.header.number);
         }
         Ok(written)
@@ -230,5 +273,81 @@ impl Sink for Reconnecting {
             self.store.build_lookup_indexes().await.map(|_| ())
         })
         .await
+    }
+}
+
+/// "host:pid:nonce": unique per process, readable in `status`.
+fn owner_name() -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_owned())
+        .unwrap_or_else(|_| "host".to_owned());
+    let nonce = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    format!("{host}:{}:{nonce:08x}", std::process::id())
+}
+
+#[async_trait::async_trait]
+impl Segments for Reconnecting {
+    async fn plan(&self, from: u64, to: u64, size: u64) -> anyhow::Result<()> {
+        self.retrying("plan the segments", true, || {
+            self.store.plan_segments(from, to, size)
+        })
+        .await
+    }
+
+    async fn lease(&self, from: u64, to: u64) -> anyhow::Result<Option<Segment>> {
+        let seg = self
+            .retrying("lease a segment", true, || {
+                self.store
+                    .lease_segment(from, to, &self.owner, self.lease_time)
+            })
+            .await?;
+        self.set_lease(seg.as_ref().map(|s| Lease {
+            owner: self.owner.clone(),
+            first: s.first,
+        }));
+        Ok(seg)
+    }
+
+    async fn release(&self) -> anyhow::Result<()> {
+        let Some(lease) = self.current_lease() else {
+            return Ok(());
+        };
+        self.set_lease(None);
+        self.retrying("give a segment back", true, || {
+            self.store.release_segment(lease.first, &lease.owner)
+        })
+        .await
+    }
+
+    async fn renew(&self) -> anyhow::Result<bool> {
+        let held = self.current_lease().is_some();
+        let renewed = self
+            .retrying("renew the lease", true, || {
+                self.store.renew_leases(&self.owner, self.lease_time)
+            })
+            .await?;
+        Ok(!held || renewed > 0)
+    }
+
+    async fn counts(&self, from: u64, to: u64) -> anyhow::Result<SegmentCounts> {
+        self.retrying("count segments", false, || {
+            self.store.segment_counts(from, to)
+        })
+        .await
+    }
+
+    async fn broken_links(&self, from: u64, to: u64) -> anyhow::Result<Vec<u64>> {
+        self.retrying("check links across segments", false, || {
+            self.store.broken_segment_links(from, to)
+        })
+        .await
+    }
+
+    async fn redo(&self, first: u64) -> anyhow::Result<()> {
+        let what = format!("free segment {first} to index it again");
+        self.retrying(&what, true, || self.store.redo_segment(first))
+            .await
     }
 }

@@ -34,7 +34,7 @@ fn rng() -> fastrand::Rng {
 }
 
 /// Every lookup index of the schema exists and is valid.
-async fn assert_lookup_indexes_valid(pool: &PgPool) {
+pub(crate) async fn assert_lookup_indexes_valid(pool: &PgPool) {
     let want: Vec<&str> = sender_indexer::store::TABLES
         .iter()
         .flat_map(|t| t.lookup_indexes.iter().map(|i| i.name))

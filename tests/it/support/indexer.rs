@@ -185,6 +185,26 @@ impl Running {
         self.wait(STOP_LIMIT).await
     }
 
+    /// Polls its stderr until it holds `needle`; returns how long that
+    /// took. Panics if it exits first or takes over `limit`.
+    pub async fn wait_for_log(&mut self, needle: &str, limit: Duration) -> Duration {
+        let started = Instant::now();
+        while !self.stderr().contains(needle) {
+            assert!(
+                self.is_running(),
+                "exited before logging {needle:?}:\n{}",
+                self.stderr()
+            );
+            assert!(
+                started.elapsed() < limit,
+                "no {needle:?} within {limit:?}:\n{}",
+                self.stderr()
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        started.elapsed()
+    }
+
     /// Polls until the checkpoint passes `above`, then sends `sig`; returns
     /// the checkpoint seen. Panics if it exits first or takes over `limit`.
     pub async fn signal_after_checkpoint(

@@ -273,6 +273,18 @@ pub async fn wait_for_checkpoint(
     }
 }
 
+/// A temporary directory under /tmp that the `postgres` user (which runs
+/// the server when we are root) can enter, for a cluster the binary makes
+/// itself (`--data-dir` inside it).
+pub fn server_tempdir(prefix: &str) -> tempfile::TempDir {
+    let dir = tempfile::Builder::new()
+        .prefix(prefix)
+        .tempdir_in("/tmp")
+        .unwrap();
+    fs::set_permissions(dir.path(), fs::Permissions::from_mode(0o755)).unwrap();
+    dir
+}
+
 /// A new, empty database on the binary's cluster: a pool on it and its URL
 /// (`postgres://sender_indexer@%2Ftmp%2F...:5432/NAME?sslmode=disable`).
 /// The name holds a counter and the test's name, for reading server logs.

@@ -1,0 +1,169 @@
+//! `backfill` shared by several processes (`index.segment_blocks`): the
+//! range is cut into segments, and each process leases one at a time,
+//! indexes it with [`index_range`] (its writes commit the segment's
+//! progress, and its end, with the blocks), and leases the next, until none
+//! is left. A process that dies loses its lease when it expires, and
+//! another takes the segment over at its committed progress; a lease
+//! renewed too late (its writes are refused) is simply dropped. Once two
+//! neighbouring segments are done (checked before each lease and at the
+//! end), the upper one's first block must link to the last block of the
+//! lower one: a segment whose link fails is indexed again, as a reorg.
+//!
+//! This module decides which segment to index; leasing, renewing and the
+//! writes' checks are storage's ([`Segments`]); it writes no SQL.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::bail;
+
+use super::defer_indexes::LookupIndexes;
+use super::{ConvergeEnd, Ctx, Step, index_range};
+use crate::sink::{LeaseEnded, Segments};
+
+/// A segment whose links fail this often in one run stops it: the node
+/// serves a chain that does not hold together.
+const MAX_REDOS: u32 = 3;
+
+/// Indexes `from..=to` in segments of `size` blocks, together with every
+/// other process doing the same on the same database. `lease`: how long a
+/// lease lasts unrenewed (renewed every third of it).
+pub async fn leased_backfill(
+    ctx: &Ctx,
+    segments: Arc<dyn Segments>,
+    from: u64,
+    to: u64,
+    size: u64,
+    lease: Duration,
+) -> anyhow::Result<ConvergeEnd> {
+    // A bulk load drops the lookup indexes (every process may decide so,
+    // dropping is idempotent); they are built once the range is done.
+    let mut indexes = LookupIndexes::open(ctx).await?;
+    indexes.before_shared_range(ctx, from, to).await?;
+    segments.plan(from, to, size).await?;
+    let counts = segments.counts(from, to).await?;
+    tracing::info!(target: "indexer::backfill", from, to, size, free = counts.free, leased = counts.leased, done = counts.done, "leased backfill: segments planned");
+    ctx.metrics.set_head(to);
+    let renewer = tokio::spawn(renew(Arc::clone(&segments), lease / 3));
+    let end = run(ctx, segments.as_ref(), from, to, lease).await;
+    renewer.abort();
+    if matches!(end, Ok(ConvergeEnd::Complete)) {
+        // Every process that ends here tries; one builds, the others then
+        // find nothing missing.
+        indexes.finish(ctx).await?;
+    }
+    if !matches!(end, Ok(ConvergeEnd::Complete)) {
+        // Give an unfinished segment back at once rather than at expiry.
+        if let Err(e) = segments.release().await {
+            tracing::warn!(target: "indexer::backfill", "could not give the segment back (it is free again once its lease expires): {e:#}");
+        }
+    }
+    end
+}
+
+async fn run(
+    ctx: &Ctx,
+    segments: &dyn Segments,
+    from: u64,
+    to: u64,
+    lease: Duration,
+) -> anyhow::Result<ConvergeEnd> {
+    let mut shutdown = ctx.shutdown.clone();
+    let mut redos = std::collections::HashMap::<u64, u32>::new();
+    loop {
+        if shutdown.requested() {
+            return Ok(ConvergeEnd::Shutdown);
+        }
+        // Before each lease: a link that fails between two done segments
+        // (one just finished, here or elsewhere) is redone now, not once
+        // the whole range is done.
+        redo_broken_links(ctx, segments, from, to, &mut redos).await?;
+        if let Some(seg) = segments.lease(from, to).await? {
+            match &seg.taken_from {
+                Some(was) => {
+                    tracing::warn!(target: "indexer::backfill", first = seg.first, last = seg.last, next = seg.next, from = was, "took over a segment whose lease expired")
+                }
+                None => {
+                    tracing::info!(target: "indexer::backfill", first = seg.first, last = seg.last, next = seg.next, "leased a segment")
+                }
+            }
+            match index_range(ctx, seg.next, seg.last).await {
+                Ok(Step::Done) => continue,
+                Ok(Step::Shutdown) => return Ok(ConvergeEnd::Shutdown),
+                Ok(Step::Reorg { at }) => bail!(
+                    "block {at}: does not extend block {} of the same segment ({}..={}) although both came from the node just now; the node serves a chain that does not hold together",
+                    at - 1,
+                    seg.first,
+                    seg.last
+                ),
+                Err(e) => match e.downcast_ref::<LeaseEnded>() {
+                    Some(ended) => {
+                        tracing::warn!(target: "indexer::backfill", first = ended.first, "{ended}; leasing another");
+                        segments.release().await?;
+                        continue;
+                    }
+                    None => return Err(e),
+                },
+            }
+        }
+        let counts = segments.counts(from, to).await?;
+        if counts.free + counts.leased > 0 {
+            // Others hold the rest; wait for them to finish or to die (their
+            // leases then expire and are taken over here).
+            tokio::select! {
+                _ = shutdown.wait() => return Ok(ConvergeEnd::Shutdown),
+                _ = tokio::time::sleep((lease / 4).min(Duration::from_secs(1))) => {}
+            }
+            continue;
+        }
+        // Every segment is done: the last check (the last segment may have
+        // been finished by another process since the one above).
+        if redo_broken_links(ctx, segments, from, to, &mut redos).await? == 0 {
+            return Ok(ConvergeEnd::Complete);
+        }
+    }
+}
+
+/// Frees, to be indexed again, each done segment whose first block does not
+/// extend the last block of the done segment below it; counts redos per
+/// segment in `redos` and stops the run past [`MAX_REDOS`]. Returns how many
+/// it freed.
+async fn redo_broken_links(
+    ctx: &Ctx,
+    segments: &dyn Segments,
+    from: u64,
+    to: u64,
+    redos: &mut std::collections::HashMap<u64, u32>,
+) -> anyhow::Result<usize> {
+    let broken = segments.broken_links(from, to).await?;
+    for &first in &broken {
+        let n = redos.entry(first).or_default();
+        *n += 1;
+        if *n > MAX_REDOS {
+            bail!(
+                "block {first}: its parent hash is not the hash of block {} after indexing segment {first} {MAX_REDOS} times; the node serves a chain that does not hold together",
+                first - 1
+            );
+        }
+        tracing::warn!(target: "indexer::backfill", first, "block {first} does not extend block {} of the segment below; indexing its segment again", first - 1);
+        ctx.metrics.reorgs.inc();
+        segments.redo(first).await?;
+    }
+    Ok(broken.len())
+}
+
+/// Renews this process's leases every `every` until aborted.
+async fn renew(segments: Arc<dyn Segments>, every: Duration) {
+    let mut tick = tokio::time::interval(every.max(Duration::from_millis(10)));
+    tick.tick().await;
+    loop {
+        tick.tick().await;
+        match segments.renew().await {
+            Ok(true) => {}
+            Ok(false) => {
+                tracing::warn!(target: "indexer::backfill", "the segment's lease expired before it was renewed; its writes will be refused")
+            }
+            Err(e) => tracing::warn!(target: "indexer::backfill", "renewing the lease: {e:#}"),
+        }
+    }
+}
