@@ -1,10 +1,11 @@
 //! What a person sees while indexing: an `indicatif` bar (blocks, txs/s,
 //! ETA) on a terminal, plain periodic log lines otherwise, and the final
-//! summary. It reads the counters in [`crate::metrics`]; it never changes
-//! what gets indexed.
+//! summary. Log lines go through [`LogWriter`], which lifts the bar while a
+//! line is written so the two never share a line. It reads the counters in
+//! [`crate::metrics`]; it never changes what gets indexed.
 
-use std::io::IsTerminal;
-use std::sync::Arc;
+use std::io::{IsTerminal, Write};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressStyle};
@@ -13,6 +14,43 @@ use crate::metrics::Metrics;
 
 /// Plain log lines are at most this frequent when stderr is not a terminal.
 const LOG_EVERY: Duration = Duration::from_secs(10);
+
+/// The bar on screen, if any, for [`LogWriter`] to lift.
+static SHOWN: Mutex<Option<ProgressBar>> = Mutex::new(None);
+
+fn shown() -> Option<ProgressBar> {
+    SHOWN.lock().unwrap_or_else(|e| e.into_inner()).clone()
+}
+
+/// `tracing_subscriber`'s writer: stderr, with the bar cleared while a log
+/// line is written and drawn again below it.
+pub struct LogWriter;
+
+impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for LogWriter {
+    type Writer = LogWriter;
+    fn make_writer(&'a self) -> LogWriter {
+        LogWriter
+    }
+}
+
+impl Write for LogWriter {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        match shown() {
+            Some(bar) => bar.suspend(|| std::io::stderr().write(buf)),
+            None => std::io::stderr().write(buf),
+        }
+    }
+    /// The formatter hands over a whole line at once: lift the bar once.
+    fn write_all(&mut self, buf: &[u8]) -> std::io::Result<()> {
+        match shown() {
+            Some(bar) => bar.suspend(|| std::io::stderr().write_all(buf)),
+            None => std::io::stderr().write_all(buf),
+        }
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        std::io::stderr().flush()
+    }
+}
 
 pub struct Progress {
     bar: Option<ProgressBar>,
@@ -37,6 +75,7 @@ impl Progress {
                 .expect("valid template"),
             );
             bar.enable_steady_tick(Duration::from_millis(200));
+            *SHOWN.lock().unwrap_or_else(|e| e.into_inner()) = Some(bar.clone());
             bar
         });
         Progress {
@@ -77,8 +116,17 @@ impl Progress {
 
     pub fn finish(&self) {
         if let Some(bar) = &self.bar {
+            SHOWN.lock().unwrap_or_else(|e| e.into_inner()).take();
             bar.finish_and_clear();
         }
+    }
+}
+
+/// A run that ends in an error takes its bar off the screen too, before
+/// `main` prints the error.
+impl Drop for Progress {
+    fn drop(&mut self) {
+        self.finish();
     }
 }
 

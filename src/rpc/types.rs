@@ -56,7 +56,7 @@ pub enum RpcError {
     /// The very first requests found nothing listening (refused, or a
     /// name that does not resolve): a wrong URL, not a flaky provider.
     #[error(
-        "rpc {endpoints}: {subject}: cannot reach the endpoint ({cause})\n\nhint: nothing has answered there yet. Point sender-indexer at your node's JSON-RPC URL with RPC_URL or --rpc-url (several may be given); to try it locally, start a dev node such as anvil and use http://127.0.0.1:8545"
+        "rpc {endpoints}: {subject}: cannot reach the endpoint ({cause})\n\nhint: nothing has answered there yet. Point sender-indexer at your node's JSON-RPC URL with RPC_URL or --rpc-url (several may be given); or, to see it work first, run the quickstart scripts/demo.sh from the sender-indexer repository (it starts a local anvil and needs nothing else)"
     )]
     Unreachable {
         endpoints: String,

@@ -4,22 +4,13 @@
 //!
 //! The server's receipts for these blocks are generated: `--logs off`.
 
-use crate::support::{fixtures, indexer, rpc_server::RpcServer};
+use crate::support::{fixtures, indexer, pg, rpc_server::RpcServer};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn backfill_then_query_with_no_database_configured() {
     let blocks: Vec<_> = fixtures::recent_mainnet();
     let server = RpcServer::start(blocks).await.unwrap();
-    // Under /tmp: every parent must be reachable by the `postgres` user.
-    let dir = tempfile::Builder::new()
-        .prefix("si-embedded-")
-        .tempdir_in("/tmp")
-        .unwrap();
-    std::fs::set_permissions(
-        dir.path(),
-        std::os::unix::fs::PermissionsExt::from_mode(0o755),
-    )
-    .unwrap();
+    let dir = pg::server_tempdir("si-embedded-");
     let data_dir = dir.path().join("pg");
     let data_dir = data_dir.to_str().unwrap();
     let run = |args: &[&str]| {
