@@ -8,8 +8,9 @@
 //!                     └────────▶ recover::Pool ──────┘
 //! ```
 //!
-//! A block whose receipts or logs do not match it (another fork's, a node
-//! behind) is fetched again, alone, up to three times
+//! A block that does not verify, that does not decode, or whose receipts
+//! or logs do not match it (another fork's, a node behind) is fetched
+//! again, alone, up to three times
 //! ([`Source::block`](crate::source::Source::block)), before the run stops
 //! with an error that names it; the blocks before it are committed.
 //!
@@ -257,23 +258,38 @@ async fn collect(
     Ok(())
 }
 
-/// A block that does not verify, or whose receipts or logs do not match
-/// it, may be a lagging or load-balanced node's answer: fetched again.
-fn refetchable(e: &anyhow::Error) -> bool {
-    e.is::<receipts::Mismatch>() || e.is::<verify::Failure>()
+/// A transaction or receipt of a block that does not decode. One bad
+/// answer from a load-balanced node looks the same as a block that is
+/// malformed everywhere, so the block is fetched again before the run
+/// stops on it.
+#[derive(Debug, thiserror::Error)]
+#[error("block {block} tx {index}: malformed {what} from the node")]
+struct Malformed {
+    block: u64,
+    index: usize,
+    what: &'static str,
+    #[source]
+    cause: DecodeError,
 }
 
-/// How often a block that does not verify, or whose receipts or logs do
-/// not match it, is fetched again before the run stops.
+/// A block that does not verify, whose receipts or logs do not match it,
+/// or that does not decode, may be a lagging or load-balanced node's
+/// answer: fetched again.
+fn refetchable(e: &anyhow::Error) -> bool {
+    e.is::<receipts::Mismatch>() || e.is::<verify::Failure>() || e.is::<Malformed>()
+}
+
+/// How often a block that does not verify, does not decode, or whose
+/// receipts or logs do not match it, is fetched again before the run stops.
 const REFETCHES: u32 = 3;
 
-/// Block `n` fetched again and assembled, after `first` (a
-/// [`receipts::Mismatch`]) — up to [`REFETCHES`] times.
+/// Block `n` fetched again and assembled, after `first` (an error that
+/// [`refetchable`] accepts) — up to [`REFETCHES`] times.
 async fn refetched(ctx: &Ctx, n: u64, first: anyhow::Error) -> anyhow::Result<RecoveredBlock> {
     let mut last = first;
     for attempt in 1..=REFETCHES {
         ctx.metrics.refetches.inc();
-        tracing::warn!(target: "indexer::verify", block = n, attempt, error = %last, "block does not verify or its receipts or logs do not match it; fetching it again");
+        tracing::warn!(target: "indexer::verify", block = n, attempt, error = %last, "block does not verify, does not decode, or its receipts or logs do not match it; fetching it again");
         let Some(raw) = ctx.source.block(n).await? else {
             bail!("block {n}: the node no longer has it (while fetching it again after: {last})");
         };
@@ -362,15 +378,21 @@ fn finish(
         let mut receipts = receipts.into_iter();
         for r in chunk {
             let i = txs.len();
-            let mut rtx = r.with_context(|| {
-                format!("block {n} tx {i}: malformed transaction from the node")
+            let mut rtx = r.map_err(|cause| Malformed {
+                block: n,
+                index: i,
+                what: "transaction",
+                cause,
             })?;
             if receipt_count.is_some() {
                 let (receipt, proof) = receipts
                     .next()
                     .ok_or_else(|| anyhow!("block {n} tx {i}: no receipt"))?
-                    .with_context(|| {
-                        format!("block {n} tx {i}: malformed receipt from the node")
+                    .map_err(|cause| Malformed {
+                        block: n,
+                        index: i,
+                        what: "receipt",
+                        cause,
                     })?;
                 if full {
                     verify::check_log_indexes(n, i, &receipt, &mut next_log)?;

@@ -453,11 +453,11 @@ impl RpcClient {
     /// Block `n` alone, with its receipts or (`getLogs` mode) its logs by
     /// block hash; `None` when the node has not got it. Does not wait.
     /// With several endpoints, it is asked of another endpoint than the one
-    /// that served it last (it is fetched again because it did not verify
-    /// or its receipts did not match it).
+    /// that served it last (it is fetched again because it did not verify,
+    /// did not decode, or its receipts did not match it).
     pub async fn block_again(&self, n: u64) -> Result<Option<RawBlock>, RpcError> {
         let mut tries = Tries::default();
-        let want = Want {
+        let mut want = Want {
             block: Some(n),
             avoid: self.served_by(n),
             only: None,
@@ -466,6 +466,9 @@ impl RpcClient {
             let lease = self.pool.acquire(want).await;
             let f = match self.fetch_chunk(&lease, n, 1).await {
                 Ok(mut r) => match r.pop().map(|o| o.and_then(|v| check_block(n, v))) {
+                    // The other endpoint has not got it (yet): the one that
+                    // served it is the only source left.
+                    Some(Ok(None)) if want.avoid.take().is_some() => continue,
                     Some(Ok(None)) => return Ok(None),
                     Some(Ok(Some(b))) => {
                         self.record_served(n, lease.ep.index);

@@ -244,16 +244,27 @@ impl Pool {
             states.retain(|(e, _)| e.index == i);
         }
         let wake = states.iter().filter_map(|(_, s)| s.ready_at(now)).min();
-        // Prefer endpoints that meet the want; fall back to the others
-        // only when no healthy endpoint does.
+        // Prefer endpoints that meet the want, then those that are merely
+        // not to be avoided (not known to have the block yet: asking costs
+        // at most a `null`), then the rest; a lower tier is used only when
+        // no healthy endpoint is in a higher one, however busy it is.
         let healthy = |s: &State| s.ready_at(now).is_none();
-        let fits = |e: &Endpoint, s: &State| {
-            want.block.is_none_or(|n| s.has(n)) && want.avoid != Some(e.index)
+        let tier = |e: &Endpoint, s: &State| match (
+            want.avoid == Some(e.index),
+            want.block.is_none_or(|n| s.has(n)),
+        ) {
+            (false, true) => 0,
+            (false, false) => 1,
+            (true, _) => 2,
         };
-        let strict = states.iter().any(|(e, s)| healthy(s) && fits(e, s));
+        let top = states
+            .iter()
+            .filter(|(_, s)| healthy(s))
+            .map(|(e, s)| tier(e, s))
+            .min();
         let mut best: Option<(f64, usize)> = None;
         for (i, (e, s)) in states.iter().enumerate() {
-            if !healthy(s) || (strict && !fits(e, s)) {
+            if !healthy(s) || Some(tier(e, s)) != top {
                 continue;
             }
             let limit = s.limit.floor().max(1.0);
@@ -512,6 +523,31 @@ mod tests {
         let took = t0.elapsed();
         assert!(took >= Duration::from_secs(2), "{took:?}");
         assert!(took < Duration::from_millis(2100), "{took:?}");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_refetch_avoids_the_bad_endpoint_even_if_only_it_is_known_to_have_the_block() {
+        let p = pool(2, 0.0);
+        p.reported_head(0, 30);
+        p.reported_head(1, 29);
+        let want = Want {
+            block: Some(30),
+            avoid: Some(0),
+            ..Want::default()
+        };
+        for _ in 0..5 {
+            let l = p.acquire(want).await;
+            assert_eq!(l.ep.index, 1);
+            p.succeeded(&l);
+        }
+        // Without the avoidance, the one known to have it.
+        let l = p
+            .acquire(Want {
+                block: Some(30),
+                ..Want::default()
+            })
+            .await;
+        assert_eq!(l.ep.index, 0);
     }
 
     #[tokio::test(start_paused = true)]

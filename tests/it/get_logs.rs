@@ -16,7 +16,7 @@
 use serde_json::{Value, json};
 use sqlx::PgPool;
 
-use crate::support::rpc_server::{LogsLimit, RangeFault, RpcServer, plain_receipts};
+use crate::support::rpc_server::{LogsLimit, RangeFault, RpcServer, Wrong, plain_receipts};
 use crate::support::{fixtures, indexer, pg};
 
 fn hex_u64(v: &Value) -> u64 {
@@ -237,22 +237,30 @@ async fn a_range_answer_from_a_node_behind_or_on_another_fork_is_refetched_by_ha
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn receipts_of_another_block_are_fetched_again_then_refused() {
+/// Block 24,476,005 served wrong as `what`. Twice wrong, then right: it is
+/// fetched again and every log and transaction is stored. Wrong every
+/// time: the run stops on it, its error holding `named`, with the blocks
+/// below it committed and nothing of it.
+async fn fetched_again_then_refused(what: Wrong, named: &str) {
     let (server, all) = server_with_logs().await;
     let want: Vec<Vec<String>> = all.iter().map(row).collect();
-    // Twice wrong, then right: fetched again, every log stored.
-    server.set_bad_receipts(24_476_005, 2);
+    server.set_wrong(24_476_005, 2, what);
     let (pool, db) = pg::fresh_db().await;
     let stderr = run_ok(&server, &db, &with(&RANGE, &[]));
     assert!(
-        stderr.contains("fetching it again") && stderr.contains("24476005"),
+        stderr.contains("fetching it again") && stderr.contains("block=24476005"),
         "{stderr}"
     );
     assert_rows(&db_logs(&pool).await, &want, "after refetching");
-    // Wrong every time: the run stops, naming the block and both hashes,
-    // with the blocks below it committed and nothing of it.
-    server.set_bad_receipts(24_476_005, 100);
+    let (txs, want_txs): (i64, i64) = sqlx::query_as(
+        "SELECT (SELECT count(*) FROM transactions), (SELECT sum(tx_count)::bigint FROM blocks)",
+    )
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert_eq!(txs, want_txs);
+
+    server.set_wrong(24_476_005, 100, what);
     let (pool, db) = pg::fresh_db().await;
     let args = with(&RANGE, &["--batch-size", "1"]);
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
@@ -260,16 +268,40 @@ async fn receipts_of_another_block_are_fetched_again_then_refused() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "{stderr}");
     assert!(
-        stderr.contains("block 24476005")
-            && stderr.contains("still wrong after fetching it 3 more times")
-            && stderr.contains(&"ee".repeat(32)),
-        "{stderr}"
+        stderr.contains("block 24476005: still wrong after fetching it 3 more times")
+            && stderr.contains(named),
+        "{what:?}: {stderr}"
     );
     let stored: Option<i64> = sqlx::query_scalar("SELECT max(number) FROM blocks")
         .fetch_one(&pool)
         .await
         .unwrap();
     assert!(stored.is_none_or(|n| n < 24_476_005), "{stored:?}");
+}
+
+/// Receipts that name another block (a node on another fork answered):
+/// the error names the block and the hash the receipts gave.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn receipts_of_another_block_are_fetched_again_then_refused() {
+    let other = "ee".repeat(32);
+    fetched_again_then_refused(Wrong::ReceiptsOfAnotherBlock, &other).await;
+}
+
+/// A block whose transaction or receipt does not decode may be one bad
+/// answer from one node behind a load balancer: it is fetched again too,
+/// and the error names the transaction and what did not decode.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_block_that_does_not_decode_is_fetched_again_then_refused() {
+    fetched_again_then_refused(
+        Wrong::MalformedTransaction,
+        "block 24476005 tx 0: malformed transaction from the node: field r",
+    )
+    .await;
+    fetched_again_then_refused(
+        Wrong::MalformedReceipt,
+        "block 24476005 tx 0: malformed receipt from the node: field gasUsed",
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -12,7 +12,7 @@ use crate::follow::{free_local_addr, http_get, migrated_db, no_mining_anvil};
 use crate::support::anvil::{Anvil, mine_empty, mine_every_kind};
 use crate::support::compare::{assert_db_equals_chain, wait_db_equals_head};
 use crate::support::indexer::{self, Running};
-use crate::support::proxy::FaultProxy;
+use crate::support::proxy::{FaultProxy, slow_proxy};
 
 const RUN_LIMIT: Duration = Duration::from_secs(120);
 
@@ -131,7 +131,11 @@ async fn backfill_survives_a_provider_dying_for_good_and_another_lagging_20_bloc
 async fn a_lagging_provider_is_not_asked_for_blocks_beyond_its_head() {
     let anvil = no_mining_anvil().await;
     let head = chain_of(&anvil, 2, 20).await;
-    let current = FaultProxy::start(anvil.url()).await;
+    // The current provider is the slower one, so the pool prefers the
+    // lagging one for the blocks it has (otherwise, on a loaded machine, one
+    // slow answer from it could leave it unused and the test vacuous).
+    let current =
+        FaultProxy::start(&slow_proxy(anvil.url(), Duration::from_millis(30)).await).await;
     let lagging = FaultProxy::start(anvil.url()).await;
     lagging.set_lag(20);
     let (pool, url) = migrated_db().await;

@@ -134,8 +134,8 @@ struct State {
     /// do), instead of clamping them.
     refuse_beyond_head: AtomicBool,
     range_fault: Mutex<Option<(u64, RangeFault)>>,
-    /// (block, answers left): receipts of that block naming another block.
-    bad_receipts: Mutex<Option<(u64, usize)>>,
+    /// (block, answers left, what): that block served wrong.
+    wrong: Mutex<Option<(u64, usize, Wrong)>>,
     get_logs_calls: AtomicU64,
     get_logs_refused: AtomicU64,
     latency_us: AtomicU64, // 0 = none
@@ -168,7 +168,7 @@ impl RpcServer {
             logs_limit: Mutex::new(None),
             refuse_beyond_head: AtomicBool::new(false),
             range_fault: Mutex::new(None),
-            bad_receipts: Mutex::new(None),
+            wrong: Mutex::new(None),
             get_logs_calls: AtomicU64::new(0),
             get_logs_refused: AtomicU64::new(0),
             head: AtomicU64::new(0),
@@ -271,10 +271,11 @@ impl RpcServer {
         self.state.refuse_beyond_head.store(on, Relaxed);
     }
 
-    /// The next `times` answers of `eth_getBlockReceipts` for block `n`
-    /// name another block hash, as from a node on another fork.
-    pub fn set_bad_receipts(&self, n: u64, times: usize) {
-        *self.state.bad_receipts.lock().unwrap() = Some((n, times));
+    /// The next `times` answers for block `n` (its full block, or its
+    /// `eth_getBlockReceipts`, as `what` says) are wrong in the way `what`
+    /// says.
+    pub fn set_wrong(&self, n: u64, times: usize, what: Wrong) {
+        *self.state.wrong.lock().unwrap() = Some((n, times, what));
     }
 
     /// `eth_getLogs` over ranges that include block `n` gets it wrong.
@@ -553,6 +554,10 @@ fn answer_call(state: &State, call: &Value, forced: Option<(i64, &str)>, out: &m
             };
             let blocks = state.blocks.read().unwrap();
             match blocks.get(&n).filter(|_| n <= head) {
+                Some(b) if full && serve_wrong(state, n, Wrong::MalformedTransaction) => result(
+                    out,
+                    b.full.replacen(r#""r":"0x"#, r#""r":"0xzz"#, 1).as_bytes(),
+                ),
                 Some(b) if full => result(out, b.full.as_bytes()),
                 Some(b) => result(out, b.header.as_bytes()),
                 None => result(out, b"null"),
@@ -562,16 +567,19 @@ fn answer_call(state: &State, call: &Value, forced: Option<(i64, &str)>, out: &m
             let hash = params.and_then(|p| p.first()).and_then(Value::as_str);
             let n = hash.and_then(|h| state.by_hash.read().unwrap().get(h).copied());
             let blocks = state.blocks.read().unwrap();
-            let mut bad = state.bad_receipts.lock().unwrap();
-            let wrong = match (*bad, n) {
-                (Some((b, left)), Some(n)) if b == n && left > 0 => {
-                    *bad = Some((b, left - 1));
-                    true
-                }
-                _ => false,
-            };
+            let wrong = |what| n.is_some_and(|n| serve_wrong(state, n, what));
+            let (garbled, other_block) = (
+                wrong(Wrong::MalformedReceipt),
+                wrong(Wrong::ReceiptsOfAnotherBlock),
+            );
             match n.filter(|&n| n <= head).and_then(|n| blocks.get(&n)) {
-                Some(b) if wrong => {
+                Some(b) if garbled => result(
+                    out,
+                    b.receipts
+                        .replacen(r#""gasUsed":"0x"#, r#""gasUsed":"0xzz"#, 1)
+                        .as_bytes(),
+                ),
+                Some(b) if other_block => {
                     let hash = hash.unwrap_or_default();
                     let other = format!("0x{}", "ee".repeat(32));
                     result(out, b.receipts.replace(hash, &other).as_bytes())
@@ -791,6 +799,31 @@ fn thousands(n: u64) -> String {
         out.push(c);
     }
     out
+}
+
+/// How [`RpcServer::set_wrong`] serves a block wrong.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Wrong {
+    /// Its first transaction's `r` is not hex: the block does not decode.
+    MalformedTransaction,
+    /// Its first receipt's `gasUsed` is not hex.
+    MalformedReceipt,
+    /// Its receipts name another block hash, as from a node on another
+    /// fork.
+    ReceiptsOfAnotherBlock,
+}
+
+/// Whether this answer for block `n` is to be wrong as `what` (counted
+/// down).
+fn serve_wrong(state: &State, n: u64, what: Wrong) -> bool {
+    let mut m = state.wrong.lock().unwrap();
+    match *m {
+        Some((b, left, w)) if b == n && w == what && left > 0 => {
+            *m = Some((b, left - 1, w));
+            true
+        }
+        _ => false,
+    }
 }
 
 /// One receipt per transaction of `block` that names it: status 1, 21,000
