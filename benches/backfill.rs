@@ -29,7 +29,9 @@
 //! transactions). Knobs: `BENCH_BATCH_SIZE`, `BENCH_CONCURRENCY` (the
 //! child's `--batch-size`/`--concurrency`), `BENCH_ARGS` (more flags for
 //! the child, e.g. `--threads 1`), `BENCH_ROUNDS` (rounds of the floor),
-//! `BENCH_WRAP` (a profiler command to run the child under).
+//! `BENCH_WRAP` (a profiler command to run the child under),
+//! `BENCH_PG_SETTINGS` (server settings applied by `ALTER SYSTEM` and a
+//! reload before the run, e.g. `max_wal_size=8GB checkpoint_timeout=30min`).
 //!
 //! The renumbered chain is resealed (receipts root and bloom of the
 //! generated receipts, header hashes and parent links rebuilt), so the
@@ -321,16 +323,71 @@ async fn run() -> anyhow::Result<()> {
         .max_connections(1)
         .connect_with(cluster.connect_options(DB))
         .await?;
-    let (pg_version, fsync, sync_commit, shared_buffers): (String, String, String, String) =
+    // BENCH_PG_SETTINGS="max_wal_size=8GB checkpoint_timeout=30min":
+    // server settings that a reload applies (ALTER SYSTEM).
+    let pg_settings = std::env::var("BENCH_PG_SETTINGS").unwrap_or_default();
+    for setting in pg_settings.split_whitespace() {
+        let (name, value) = setting
+            .split_once('=')
+            .context("BENCH_PG_SETTINGS: a list like max_wal_size=8GB")?;
+        ensure!(
+            name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'),
+            "BENCH_PG_SETTINGS: {name:?} is not a setting name"
+        );
+        sqlx::query(sqlx::AssertSqlSafe(format!(
+            "ALTER SYSTEM SET {name} = '{}'",
+            value.replace('\'', "''")
+        )))
+        .execute(&pool)
+        .await?;
+    }
+    if !pg_settings.trim().is_empty() {
+        sqlx::query("SELECT pg_reload_conf()")
+            .execute(&pool)
+            .await?;
+        tokio::time::sleep(Duration::from_millis(200)).await; // the reload is asynchronous
+    }
+    let (pg_version, fsync, sync_commit, shared_buffers, max_wal): (String, String, String, String, String) =
         sqlx::query_as(
-            "SELECT current_setting('server_version'), current_setting('fsync'), current_setting('synchronous_commit'), current_setting('shared_buffers')",
+            "SELECT current_setting('server_version'), current_setting('fsync'), current_setting('synchronous_commit'), current_setting('shared_buffers'), current_setting('max_wal_size')",
         )
         .fetch_one(&pool)
         .await?;
     println!(
-        "backfill bench: {total_txs} txs in {blocks} blocks (mainnet 24476000..=24476009 repeated), set up in {:.1}s; {cores} cores; PostgreSQL {pg_version}, fsync={fsync}, synchronous_commit={sync_commit}, shared_buffers={shared_buffers}",
+        "backfill bench: {total_txs} txs in {blocks} blocks (mainnet 24476000..=24476009 repeated), set up in {:.1}s; {cores} cores; PostgreSQL {pg_version}, fsync={fsync}, synchronous_commit={sync_commit}, shared_buffers={shared_buffers}, max_wal_size={max_wal}",
         setup.elapsed().as_secs_f64()
     );
+
+    if let Ok(list) = std::env::var("BENCH_PROCESSES") {
+        let counts: Vec<usize> = list
+            .split(',')
+            .map(|n| {
+                n.trim()
+                    .parse()
+                    .context("BENCH_PROCESSES: a list like 1,2,3")
+            })
+            .collect::<anyhow::Result<_>>()?;
+        let segment = common::env_usize("BENCH_SEGMENT_BLOCKS", 50);
+        let mut args: Vec<String> = [
+            "--threads",
+            "1",
+            "--segment-blocks",
+            &segment.to_string(),
+            "--batch-size",
+            &batch_size.to_string(),
+            "--concurrency",
+            &concurrency.to_string(),
+            "backfill",
+            "--from",
+            "1",
+            "--to",
+            &blocks.to_string(),
+        ]
+        .map(String::from)
+        .into();
+        args.extend(extra_args.split_whitespace().map(String::from));
+        return processes(&cluster, &server.url(), &args, &counts, total_txs, rounds).await;
+    }
 
     // The floor on two threads over the same txs, before and after the run.
     let floor_pairs: Vec<common::Pair> = (0..FLOOR_REPS)
@@ -441,6 +498,9 @@ async fn run() -> anyhow::Result<()> {
             sqlx::query(sqlx::AssertSqlSafe(ddl))
                 .execute(&mut *conn)
                 .await?;
+            // The backfill's dirty pages written out first, so the COPY is
+            // timed alone rather than against that checkpoint's I/O.
+            sqlx::query("CHECKPOINT").execute(&mut *conn).await?;
             let timed = Instant::now();
             let mut copy = conn
                 .copy_in_raw(&format!("COPY {table} FROM STDIN (FORMAT binary)"))
@@ -607,6 +667,95 @@ async fn run() -> anyhow::Result<()> {
             && checkpoint == Some(blocks as i64)
             && log_rows as usize == expected_logs,
         "the database does not hold what was backfilled (see the checks above)"
+    );
+    Ok(())
+}
+
+/// `BENCH_PROCESSES=1,2,3`: the same chain backfilled by that many
+/// processes at once, each on one recovery thread (a machine each, in
+/// miniature), sharing the range through leased segments; each count gets
+/// a fresh database per round, rounds interleaved. Reports the median wall
+/// time and its ratio to one process.
+async fn processes(
+    cluster: &sender_indexer::embedded_pg::ClusterDropGuard,
+    rpc_url: &str,
+    args: &[String],
+    counts: &[usize],
+    total_txs: usize,
+    rounds: usize,
+) -> anyhow::Result<()> {
+    println!("child: {BIN} {} (xN)", args.join(" "));
+    let mut walls: Vec<Vec<f64>> = vec![Vec::new(); counts.len()];
+    for round in 0..rounds.max(1) {
+        for (i, &n) in counts.iter().enumerate() {
+            let db = format!("bench_p{n}_r{round}");
+            cluster.create_database_if_missing(&db).await?;
+            let db_url = cluster.url(&db);
+            let started = Instant::now();
+            let children: Vec<_> = (0..n)
+                .map(|_| {
+                    let mut cmd = Command::new(BIN);
+                    cmd.args(args);
+                    common::indexer_env(&mut cmd, rpc_url, &db_url, "warn");
+                    cmd.stderr(std::process::Stdio::piped());
+                    cmd.spawn().context("spawning the indexer")
+                })
+                .collect::<anyhow::Result<_>>()?;
+            let outs = tokio::task::spawn_blocking(move || {
+                children
+                    .into_iter()
+                    .map(|c| c.wait_with_output())
+                    .collect::<Vec<_>>()
+            })
+            .await?;
+            let wall = started.elapsed().as_secs_f64();
+            for out in outs {
+                let out = out?;
+                ensure!(
+                    out.status.success(),
+                    "a backfill of {n} failed:\n{}",
+                    String::from_utf8_lossy(&out.stderr)
+                );
+            }
+            let pool = PgPoolOptions::new()
+                .max_connections(1)
+                .connect_with(cluster.connect_options(&db))
+                .await?;
+            let (rows, distinct): (i64, i64) = sqlx::query_as(
+                "SELECT count(*), count(DISTINCT (block_number, tx_index)) FROM transactions",
+            )
+            .fetch_one(&pool)
+            .await?;
+            ensure!(
+                rows == total_txs as i64 && distinct == rows,
+                "{n} processes stored {rows} transactions ({distinct} distinct), expected {total_txs}"
+            );
+            pool.close().await;
+            println!("round {round}: {n} process(es): {wall:.2}s");
+            walls[i].push(wall);
+        }
+    }
+    let median = |v: &mut Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    let base = median(&mut walls[0].clone());
+    let rows: Vec<Vec<String>> = counts
+        .iter()
+        .zip(walls.iter_mut())
+        .map(|(n, w)| {
+            let m = median(w);
+            vec![
+                n.to_string(),
+                format!("{m:.2}"),
+                common::thousands(total_txs as f64 / m),
+                format!("{:.2}x", base / m),
+            ]
+        })
+        .collect();
+    common::print_table(
+        &["processes", "wall s (median)", "txs/s", "vs first"],
+        &rows,
     );
     Ok(())
 }
