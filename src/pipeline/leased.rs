@@ -51,12 +51,9 @@ pub async fn leased_backfill(
         // Every process that ends here tries; one builds, the others then
         // find nothing missing.
         indexes.finish(ctx).await?;
-    }
-    if !matches!(end, Ok(ConvergeEnd::Complete)) {
-        // Give an unfinished segment back at once rather than at expiry.
-        if let Err(e) = segments.release().await {
-            tracing::warn!(target: "indexer::backfill", "could not give the segment back (it is free again once its lease expires): {e:#}");
-        }
+    } else if let Err(e) = segments.release().await {
+        // An unfinished segment is given back at once rather than at expiry.
+        tracing::warn!(target: "indexer::backfill", "could not give the segment back (it is free again once its lease expires): {e:#}");
     }
     end
 }

@@ -22,7 +22,7 @@ mod sink;
 mod tables;
 
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
-use sqlx::{AssertSqlSafe, Connection, PgConnection, PgPool, Row};
+use sqlx::{AssertSqlSafe, Connection, PgConnection, PgPool, Postgres, Row, Transaction};
 
 use crate::decode::B256;
 use crate::recover::RecoveredBlock;
@@ -439,18 +439,7 @@ impl Store {
         }
         match lease {
             Some(lease) => lease.advance(&mut tx, last.number).await?,
-            None => {
-                sqlx::query(
-                    "INSERT INTO checkpoint (id, block_number, block_hash) VALUES (TRUE, $1, $2)
-                     ON CONFLICT (id) DO UPDATE
-                       SET block_number = EXCLUDED.block_number, block_hash = EXCLUDED.block_hash, updated_at = now()
-                       WHERE checkpoint.block_number <= EXCLUDED.block_number",
-                )
-                .bind(last.number as i64)
-                .bind(&last.hash[..])
-                .execute(&mut *tx)
-                .await?;
-            }
+            None => raise_checkpoint(&mut tx, last.number, &last.hash[..]).await?,
         }
         tx.commit().await?;
         Ok(Written::Committed(outcome))
@@ -466,20 +455,9 @@ impl Store {
         .bind(ancestor as i64)
         .fetch_optional(&mut *tx)
         .await?;
-        let mut deleted = 0;
-        for table in self.tables.iter().filter(|t| t.rolled_back) {
-            // Names come from the table descriptions, never from input.
-            let r = sqlx::query(AssertSqlSafe(format!(
-                "DELETE FROM {} WHERE {} > $1",
-                table.name, table.block_column
-            )))
-            .bind(ancestor as i64)
-            .execute(&mut *tx)
+        let deleted = self
+            .delete_blocks(&mut tx, ancestor + 1, i64::MAX as u64)
             .await?;
-            if table.name == tables::BLOCKS.name {
-                deleted = r.rows_affected();
-            }
-        }
         let ancestor_hash: Option<Vec<u8>> =
             sqlx::query_scalar("SELECT hash FROM blocks WHERE number = $1")
                 .bind(ancestor as i64)
@@ -519,11 +497,54 @@ impl Store {
     }
 }
 
-async fn copy_in(
-    tx: &mut sqlx::Transaction<'_, sqlx::Postgres>,
-    statement: &str,
-    data: Vec<u8>,
+impl Store {
+    /// Deletes the rows of blocks `first..=last` from every table a
+    /// rollback covers, in `tx`; returns the blocks deleted.
+    async fn delete_blocks(
+        &self,
+        tx: &mut Transaction<'_, Postgres>,
+        first: u64,
+        last: u64,
+    ) -> Result<u64> {
+        let mut deleted = 0;
+        for table in self.tables.iter().filter(|t| t.rolled_back) {
+            // Names come from the table descriptions, never from input.
+            let r = sqlx::query(AssertSqlSafe(format!(
+                "DELETE FROM {} WHERE {} BETWEEN $1 AND $2",
+                table.name, table.block_column
+            )))
+            .bind(first as i64)
+            .bind(last as i64)
+            .execute(&mut **tx)
+            .await?;
+            if table.name == tables::BLOCKS.name {
+                deleted = r.rows_affected();
+            }
+        }
+        Ok(deleted)
+    }
+}
+
+/// Moves the checkpoint to block `number` (`hash`), never down, in `tx`.
+async fn raise_checkpoint(
+    tx: &mut Transaction<'_, Postgres>,
+    number: u64,
+    hash: &[u8],
 ) -> Result<()> {
+    sqlx::query(
+        "INSERT INTO checkpoint (id, block_number, block_hash) VALUES (TRUE, $1, $2)
+         ON CONFLICT (id) DO UPDATE
+           SET block_number = EXCLUDED.block_number, block_hash = EXCLUDED.block_hash, updated_at = now()
+           WHERE checkpoint.block_number <= EXCLUDED.block_number",
+    )
+    .bind(number as i64)
+    .bind(hash)
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
+}
+
+async fn copy_in(tx: &mut Transaction<'_, Postgres>, statement: &str, data: Vec<u8>) -> Result<()> {
     let mut copy = tx.copy_in_raw(statement).await?;
     copy.send(data).await?;
     copy.finish().await?;

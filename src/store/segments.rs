@@ -13,7 +13,7 @@
 
 use std::time::Duration;
 
-use sqlx::{AssertSqlSafe, Postgres, Row, Transaction};
+use sqlx::{Postgres, Row, Transaction};
 
 use super::{Result, Store, StoreError};
 use crate::sink::{Segment, SegmentCounts};
@@ -103,19 +103,15 @@ async fn move_checkpoint(tx: &mut Transaction<'_, Postgres>) -> Result<()> {
         }
         top = Some(last);
     }
-    if let Some(top) = top {
-        sqlx::query(
-            "INSERT INTO checkpoint (id, block_number, block_hash)
-             SELECT TRUE, number, hash FROM blocks WHERE number = $1
-             ON CONFLICT (id) DO UPDATE
-               SET block_number = EXCLUDED.block_number, block_hash = EXCLUDED.block_hash, updated_at = now()
-               WHERE checkpoint.block_number <= EXCLUDED.block_number",
-        )
+    let Some(top) = top else { return Ok(()) };
+    let hash: Option<Vec<u8>> = sqlx::query_scalar("SELECT hash FROM blocks WHERE number = $1")
         .bind(top)
-        .execute(&mut **tx)
+        .fetch_optional(&mut **tx)
         .await?;
+    match hash {
+        Some(hash) => super::raise_checkpoint(tx, top as u64, &hash).await,
+        None => Ok(()),
     }
-    Ok(())
 }
 
 /// After a rollback to `ancestor` (same transaction): segments above it are
@@ -332,17 +328,7 @@ impl Store {
         let Some((last, old_hash)) = row else {
             return Ok(()); // another process redoes it already
         };
-        for table in self.tables.iter().filter(|t| t.rolled_back) {
-            // Names come from the table descriptions, never from input.
-            sqlx::query(AssertSqlSafe(format!(
-                "DELETE FROM {} WHERE {} BETWEEN $1 AND $2",
-                table.name, table.block_column
-            )))
-            .bind(first as i64)
-            .bind(last)
-            .execute(&mut *tx)
-            .await?;
-        }
+        self.delete_blocks(&mut tx, first, last as u64).await?;
         sqlx::query(
             "UPDATE segments SET state = 'free', next_block = first_block, done_at = NULL
              WHERE first_block = $1",
