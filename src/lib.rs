@@ -33,6 +33,7 @@
 //! storage backend one `impl Sink`.
 
 pub mod app;
+pub mod block;
 pub mod cli;
 pub mod config;
 pub mod decode;

@@ -15,7 +15,8 @@
 //! The pool is plain `std::thread`s, not `spawn_blocking`: recovery is
 //! long-running CPU work that must not occupy tokio's blocking threads or
 //! delay the runtime's shutdown (reth's sender-recovery stage does the
-//! same). This module does no async I/O and no SQL.
+//! same). This module does no async I/O and no SQL, and checks no block
+//! (that is `verify`'s); what it finds goes into [`crate::block`]'s types.
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::mpsc as std_mpsc;
@@ -28,11 +29,9 @@ use secp256k1::{Message, Secp256k1, VerifyOnly};
 use std::ops::Range;
 use tokio::sync::{Semaphore, oneshot};
 
-use crate::decode::{
-    Address, Authorization, B256, BlockHeader, DecodeError, Log, PayloadError, Receipt, Tx, U256,
-    keccak,
-};
-use crate::verify::{ReceiptProof, TxProof};
+use crate::block::BlockTx;
+pub use crate::block::{RecoverError, Recovered};
+use crate::decode::{Address, Authorization, B256, DecodeError, Tx, U256, keccak};
 
 static SECP256K1: Lazy<Secp256k1<VerifyOnly>> = Lazy::new(Secp256k1::verification_only);
 
@@ -47,26 +46,6 @@ const SECP256K1_N: U256 = U256([
     0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xfe,
     0xba, 0xae, 0xdc, 0xe6, 0xaf, 0x48, 0xa0, 0x3b, 0xbf, 0xd2, 0x5e, 0x8c, 0xd0, 0x36, 0x41, 0x41,
 ]);
-
-/// Why a sender (or an EIP-7702 authority) cannot be recovered. The
-/// transaction is still indexed, with a NULL sender.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum RecoverError {
-    #[error(transparent)]
-    Payload(#[from] PayloadError),
-    #[error("missing signature field {0}")]
-    MissingSignature(&'static str),
-    #[error("invalid v {0:?} for a legacy transaction (expected 27, 28 or 2*chainId+35/36)")]
-    InvalidV(U256),
-    #[error("invalid y parity {0:?} (expected 0 or 1)")]
-    InvalidParity(U256),
-    #[error("signature {0} is zero")]
-    Zero(&'static str),
-    #[error("signature {0} is not below the curve order")]
-    OutOfRange(&'static str),
-    #[error("no public key recovers from this signature")]
-    NoKey,
-}
 
 /// Recovers the address that signed `hash`: the last 20 bytes of keccak256
 /// of the uncompressed public key without its 0x04 prefix.
@@ -137,15 +116,6 @@ fn tx_parity(tx: &Tx) -> Result<u8, RecoverError> {
     }
 }
 
-/// What recovery found for one transaction: its sender, and for type 4
-/// one authority per authorization, in order. Each is recovered on its own:
-/// a bad authorization tuple does not hide the sender, nor the reverse.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Recovered {
-    pub sender: Result<Address, RecoverError>,
-    pub authorities: Vec<Result<Address, RecoverError>>,
-}
-
 /// Recovers a transaction's sender, and for type 4 every authority.
 pub fn recover_tx(tx: &Tx) -> Recovered {
     Recovered {
@@ -179,41 +149,24 @@ fn recover_authority(a: &Authorization) -> Result<Address, RecoverError> {
     recover_address(&hash, &r, &s, y_parity(&parity)?)
 }
 
-/// A decoded transaction with what recovery found.
-#[derive(Debug, Clone)]
-pub struct RecoveredTx {
-    pub tx: Tx,
-    pub recovered: Recovered,
-    /// Its receipt, when receipts are fetched (attached by the pipeline).
-    pub receipt: Option<Receipt>,
-    /// Its signed encoding and hash, when blocks are verified; dropped
-    /// once its block is ([`crate::verify`]).
-    pub proof: Option<Result<TxProof, PayloadError>>,
-    /// Its receipt's consensus encoding and bloom, likewise.
-    pub receipt_proof: Option<Result<ReceiptProof, &'static str>>,
-}
-
-/// A block whose every transaction went through recovery, in block order.
-#[derive(Debug, Clone)]
-pub struct RecoveredBlock {
-    pub header: BlockHeader,
-    pub txs: Vec<RecoveredTx>,
-    /// The block's stored logs, in log-index order, each with the index of
-    /// the transaction that emitted it (from the receipts, which keep none
-    /// of them then, or from `eth_getLogs`).
-    pub logs: Vec<Log>,
-    /// How it was verified before it was stored.
-    pub verified: crate::verify::Level,
-}
-
 /// Decodes and recovers the transactions at `ranges` of a block's text, in
-/// order, with their signed encodings when `prove` (blocks are verified).
-/// A malformed one yields its `DecodeError` in place; the rest go on.
-pub fn recover_slices(
+/// order. A malformed one yields its `DecodeError` in place; the rest go on.
+pub fn recover_slices(text: &str, ranges: &[Range<usize>]) -> Vec<Result<BlockTx, DecodeError>> {
+    recover_slices_with(text, ranges, |_| ())
+        .into_iter()
+        .map(|r| r.map(|(tx, ())| tx))
+        .collect()
+}
+
+/// [`recover_slices`], with `also` run on each decoded transaction on the
+/// same thread while its text is in cache (the pipeline computes what it
+/// verifies the block with there); its result comes back beside the
+/// transaction.
+pub fn recover_slices_with<P>(
     text: &str,
     ranges: &[Range<usize>],
-    prove: bool,
-) -> Vec<Result<RecoveredTx, DecodeError>> {
+    mut also: impl FnMut(&Tx) -> P,
+) -> Vec<Result<(BlockTx, P), DecodeError>> {
     (0..ranges.len())
         .map(|i| {
             if let Some(next) = ranges.get(i + 1) {
@@ -221,14 +174,15 @@ pub fn recover_slices(
             }
             let tx = Tx::from_json(&text[ranges[i].clone()])?;
             let recovered = recover_tx(&tx);
-            let proof = prove.then(|| crate::verify::tx_proof(&tx));
-            Ok(RecoveredTx {
-                tx,
-                recovered,
-                receipt: None,
-                proof,
-                receipt_proof: None,
-            })
+            let extra = also(&tx);
+            Ok((
+                BlockTx {
+                    tx,
+                    recovered,
+                    receipt: None,
+                },
+                extra,
+            ))
         })
         .collect()
 }
@@ -443,7 +397,7 @@ mod tests {
         let text = r#"[{"type":"0x0"},"0xab",{"type":"zz"}]"#;
         let ranges = [1..15, 16..22, 23..36];
         assert_eq!(&text[ranges[1].clone()], r#""0xab""#);
-        let got = recover_slices(text, &ranges, false);
+        let got = recover_slices(text, &ranges);
         assert_eq!(got.len(), 3);
         assert!(got[0].is_ok(), "{:?}", got[0]);
         assert!(matches!(got[1], Err(DecodeError::Json(_))), "{:?}", got[1]);

@@ -7,8 +7,9 @@
 //! the checkpoint, or nothing. This module holds the trait and its plain
 //! result types only: no I/O, no policy.
 
+use crate::block::Block;
 use crate::decode::B256;
-use crate::recover::RecoveredBlock;
+use crate::verify::Anchor;
 
 /// What a write did.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -22,7 +23,7 @@ pub struct WriteOutcome {
 }
 
 /// How a write ended: an expected state, not an error.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Written {
     /// The batch and the checkpoint are committed.
     Committed(WriteOutcome),
@@ -33,6 +34,10 @@ pub enum Written {
         parent: B256,
         stored: B256,
     },
+    /// Nothing was written: the blocks were for a leased segment whose
+    /// lease ended (taken over by another process, or its committed
+    /// progress is behind this write). Not fatal: the process leases again.
+    LeaseEnded { first: u64, reason: String },
 }
 
 /// Storage for indexed blocks.
@@ -41,7 +46,7 @@ pub trait Sink: Send + Sync {
     /// Writes `blocks` (consecutive, ascending) and moves the checkpoint to
     /// the last, atomically. Blocks stored with the same hash are left as
     /// they are; stored with another hash, replaced.
-    async fn write_blocks(&self, blocks: &[RecoveredBlock]) -> anyhow::Result<Written>;
+    async fn write_blocks(&self, blocks: &[Block]) -> anyhow::Result<Written>;
 
     /// The last committed block: where a run resumes.
     async fn checkpoint(&self) -> anyhow::Result<Option<(u64, B256)>>;
@@ -53,6 +58,16 @@ pub trait Sink: Send + Sync {
     /// atomically; records the reorg (`new_hash`: the block that replaces
     /// the first deleted one). Returns the blocks deleted.
     async fn rollback_to(&self, ancestor: u64, new_hash: Option<&B256>) -> anyhow::Result<u64>;
+
+    /// The parent hash stored for block `number`.
+    async fn parent_hash(&self, number: u64) -> anyhow::Result<Option<B256>>;
+
+    /// Whether blocks `from..=to` are all stored and each links to the one
+    /// below by its parent hash.
+    async fn linked(&self, from: u64, to: u64) -> anyhow::Result<bool>;
+
+    /// Records that the stored chain is linked to `anchor`.
+    async fn record_anchor(&self, anchor: &Anchor) -> anyhow::Result<()>;
 
     /// Blocks stored in all, and how many of them lie in `from..=to`.
     async fn stored_blocks(&self, from: u64, to: u64) -> anyhow::Result<(u64, u64)>;
@@ -124,14 +139,4 @@ pub trait Segments: Send + Sync {
     /// to be indexed again (a link across a boundary did not hold); records
     /// it as a reorg.
     async fn redo(&self, first: u64) -> anyhow::Result<()>;
-}
-
-/// A write into a leased segment that could not go on: the lease was taken
-/// over, or the segment's committed progress is behind this write. Not
-/// fatal to the process: it leases again.
-#[derive(Debug, thiserror::Error)]
-#[error("{reason}")]
-pub struct LeaseEnded {
-    pub first: u64,
-    pub reason: String,
 }

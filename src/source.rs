@@ -22,6 +22,9 @@ pub type Heads = BoxStream<'static, u64>;
 /// failed.
 #[async_trait::async_trait]
 pub trait Source: Send + Sync {
+    /// The chain's id (`eth_chainId`).
+    async fn chain_id(&self) -> anyhow::Result<u64>;
+
     /// The chain's latest block number.
     async fn head(&self) -> anyhow::Result<u64>;
 

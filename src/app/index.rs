@@ -18,19 +18,17 @@ use crate::recover::Pool;
 use crate::rpc::RpcClient;
 use crate::store::{LockMode, Reconnecting, StoreError};
 
-use super::trust::Trust;
 use super::{Schema, open_database};
 
 pub async fn backfill(settings: Settings, from: u64, to: BlockTarget) -> anyhow::Result<ExitCode> {
     let (size, lease) = (settings.index.segment_blocks, settings.index.lease);
     let role = if size > 0 { Role::Shared } else { Role::Alone };
-    run(settings, "backfill", role, |ctx, trust, sink| async move {
+    run(settings, "backfill", role, |ctx, sink| async move {
         let to = match to {
             BlockTarget::Number(n) => n,
             BlockTarget::Latest => ctx.source.head().await?,
         };
         anyhow::ensure!(from <= to, "--from {from} is above --to {to}");
-        trust.link(&ctx, from, Some(to)).await?;
         if size > 0 {
             crate::pipeline::leased_backfill(&ctx, sink, from, to, size, lease).await
         } else {
@@ -42,16 +40,9 @@ pub async fn backfill(settings: Settings, from: u64, to: BlockTarget) -> anyhow:
 
 pub async fn follow(settings: Settings, from: Option<u64>) -> anyhow::Result<ExitCode> {
     let start = from.map_or(FollowStart::Resume, FollowStart::At);
-    run(
-        settings,
-        "follow",
-        Role::Leader,
-        |ctx, trust, _| async move {
-            let first = crate::pipeline::first_block(&ctx, start).await?;
-            trust.link(&ctx, first, None).await?;
-            crate::pipeline::follow(&ctx, start).await
-        },
-    )
+    run(settings, "follow", Role::Leader, |ctx, _| async move {
+        crate::pipeline::follow(&ctx, start).await
+    })
     .await
 }
 
@@ -59,9 +50,7 @@ pub async fn sync(settings: Settings, from: Option<u64>) -> anyhow::Result<ExitC
     let start = FollowStart::CatchUp {
         from: from.unwrap_or(0),
     };
-    run(settings, "sync", Role::Leader, |ctx, trust, _| async move {
-        let first = crate::pipeline::first_block(&ctx, start).await?;
-        trust.link(&ctx, first, None).await?;
+    run(settings, "sync", Role::Leader, |ctx, _| async move {
         crate::pipeline::follow(&ctx, start).await
     })
     .await
@@ -88,7 +77,7 @@ async fn run<F, Fut>(
     converge: F,
 ) -> anyhow::Result<ExitCode>
 where
-    F: FnOnce(Arc<Ctx>, Trust, Arc<dyn crate::sink::Segments>) -> Fut,
+    F: FnOnce(Arc<Ctx>, Arc<dyn crate::sink::Segments>) -> Fut,
     Fut: Future<Output = anyhow::Result<ConvergeEnd>>,
 {
     narrow_to_events(&mut settings)?;
@@ -137,11 +126,6 @@ where
             settings.metrics.max_stall,
         ));
     }
-    let trust = Trust {
-        verify: settings.verify.clone(),
-        rpc: Arc::clone(&rpc),
-        store: store.clone(),
-    };
     let ctx = Arc::new(Ctx::new(
         rpc,
         Arc::clone(&sink) as Arc<dyn crate::sink::Sink>,
@@ -150,7 +134,7 @@ where
         metrics,
         shutdown,
     ));
-    let end = converge(Arc::clone(&ctx), trust, Arc::clone(&sink) as _).await?;
+    let end = converge(Arc::clone(&ctx), Arc::clone(&sink) as _).await?;
     ctx.progress.lock().await.finish();
     sink.release().await?;
     let summary = crate::progress::summary(&ctx.metrics, what);

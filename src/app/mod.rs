@@ -15,7 +15,6 @@ mod database;
 mod index;
 mod settings;
 mod status;
-mod trust;
 
 use std::io::IsTerminal;
 use std::process::ExitCode;

@@ -17,6 +17,7 @@ use super::defer_indexes::LookupIndexes;
 use super::{Ctx, Step, index_range};
 use crate::decode::hex0x;
 use crate::source::Heads;
+use crate::verify::{self, Anchors};
 
 /// How a converge loop ended (errors are `Err`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -38,9 +39,23 @@ pub enum FollowStart {
     CatchUp { from: u64 },
 }
 
+/// The anchors a run over `from..=to` (`to`: `None` when following) is
+/// checked against, once it is known to link to one of them.
+pub(super) async fn link(ctx: &Ctx, from: u64, to: Option<u64>) -> anyhow::Result<Anchors> {
+    verify::link(
+        &ctx.verify,
+        ctx.source.as_ref(),
+        ctx.sink.as_ref(),
+        from,
+        to,
+    )
+    .await
+}
+
 /// Indexes `from..=to`, resuming after the checkpoint when it lies inside
 /// the range. Already stored blocks are left as they are.
 pub async fn backfill(ctx: &Ctx, from: u64, to: u64) -> anyhow::Result<ConvergeEnd> {
+    let anchors = link(ctx, from, Some(to)).await?;
     let mut next = match ctx.sink.checkpoint().await? {
         Some((c, _)) if c + 1 >= from && c < to => {
             if c >= from {
@@ -61,7 +76,7 @@ pub async fn backfill(ctx: &Ctx, from: u64, to: u64) -> anyhow::Result<ConvergeE
         if next > to {
             break ConvergeEnd::Complete;
         }
-        match index_range(ctx, next, to).await? {
+        match index_range(ctx, &anchors, next, to).await? {
             Step::Done => break ConvergeEnd::Complete,
             Step::Shutdown => break ConvergeEnd::Shutdown,
             Step::Reorg { at } => {
@@ -69,14 +84,17 @@ pub async fn backfill(ctx: &Ctx, from: u64, to: u64) -> anyhow::Result<ConvergeE
                     .await?
                     .map_or(from, |a| (a + 1).max(from))
             }
+            Step::LeaseEnded { first, .. } => {
+                bail!("segment {first}: a lease ended, but this backfill leases none")
+            }
         }
     };
     indexes.finish(ctx).await?;
     Ok(end)
 }
 
-/// The first block [`follow`] from `start` indexes.
-pub async fn first_block(ctx: &Ctx, start: FollowStart) -> anyhow::Result<u64> {
+/// The first block [`follow`] from `start` indexes: computed once per run.
+async fn first_block(ctx: &Ctx, start: FollowStart) -> anyhow::Result<u64> {
     let checkpoint = ctx.sink.checkpoint().await?.map(|c| c.0);
     Ok(match (start, checkpoint) {
         (FollowStart::At(n), _) => n,
@@ -95,6 +113,7 @@ pub async fn follow(ctx: &Ctx, start: FollowStart) -> anyhow::Result<ConvergeEnd
     let f = &ctx.follow;
     let mut next = first_block(ctx, start).await?;
     let start = next;
+    let anchors = link(ctx, start, None).await?;
     tracing::info!(target: "indexer::follow", from = next, confirmations = f.confirmations, "following the head");
     let mut heads = subscribe(ctx).await;
     let mut shutdown = ctx.shutdown.clone();
@@ -110,7 +129,7 @@ pub async fn follow(ctx: &Ctx, start: FollowStart) -> anyhow::Result<ConvergeEnd
         let target = head.saturating_sub(f.confirmations);
         if next <= target {
             indexes.before_range(ctx, next, target).await?;
-            match index_range(ctx, next, target).await? {
+            match index_range(ctx, &anchors, next, target).await? {
                 Step::Done => next = target + 1,
                 Step::Shutdown => {
                     indexes.finish(ctx).await?;
@@ -118,6 +137,9 @@ pub async fn follow(ctx: &Ctx, start: FollowStart) -> anyhow::Result<ConvergeEnd
                 }
                 Step::Reorg { at } => {
                     next = reorg(ctx, at, &mut strikes).await?.map_or(start, |a| a + 1)
+                }
+                Step::LeaseEnded { first, .. } => {
+                    bail!("segment {first}: a lease ended, but following leases none")
                 }
             }
             continue;

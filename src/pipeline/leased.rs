@@ -18,8 +18,10 @@ use std::time::Duration;
 use anyhow::bail;
 
 use super::defer_indexes::LookupIndexes;
+use super::follow::link;
 use super::{ConvergeEnd, Ctx, Step, index_range};
-use crate::sink::{LeaseEnded, Segments};
+use crate::sink::Segments;
+use crate::verify::Anchors;
 
 /// A segment whose links fail this often in one run stops it: the node
 /// serves a chain that does not hold together.
@@ -36,6 +38,7 @@ pub async fn leased_backfill(
     size: u64,
     lease: Duration,
 ) -> anyhow::Result<ConvergeEnd> {
+    let anchors = link(ctx, from, Some(to)).await?;
     // A bulk load drops the lookup indexes (every process may decide so,
     // dropping is idempotent); they are built once the range is done.
     let mut indexes = LookupIndexes::open(ctx).await?;
@@ -45,7 +48,7 @@ pub async fn leased_backfill(
     tracing::info!(target: "indexer::backfill", from, to, size, free = counts.free, leased = counts.leased, done = counts.done, "leased backfill: segments planned");
     ctx.metrics.set_head(to);
     let renewer = tokio::spawn(renew(Arc::clone(&segments), lease / 3));
-    let end = run(ctx, segments.as_ref(), from, to, lease).await;
+    let end = run(ctx, &anchors, segments.as_ref(), from, to, lease).await;
     renewer.abort();
     if matches!(end, Ok(ConvergeEnd::Complete)) {
         // Every process that ends here tries; one builds, the others then
@@ -60,6 +63,7 @@ pub async fn leased_backfill(
 
 async fn run(
     ctx: &Ctx,
+    anchors: &Anchors,
     segments: &dyn Segments,
     from: u64,
     to: u64,
@@ -84,23 +88,20 @@ async fn run(
                     tracing::info!(target: "indexer::backfill", first = seg.first, last = seg.last, next = seg.next, "leased a segment")
                 }
             }
-            match index_range(ctx, seg.next, seg.last).await {
-                Ok(Step::Done) => continue,
-                Ok(Step::Shutdown) => return Ok(ConvergeEnd::Shutdown),
-                Ok(Step::Reorg { at }) => bail!(
+            match index_range(ctx, anchors, seg.next, seg.last).await? {
+                Step::Done => continue,
+                Step::Shutdown => return Ok(ConvergeEnd::Shutdown),
+                Step::Reorg { at } => bail!(
                     "block {at}: does not extend block {} of the same segment ({}..={}) although both came from the node just now; the node serves a chain that does not hold together",
                     at - 1,
                     seg.first,
                     seg.last
                 ),
-                Err(e) => match e.downcast_ref::<LeaseEnded>() {
-                    Some(ended) => {
-                        tracing::warn!(target: "indexer::backfill", first = ended.first, "{ended}; leasing another");
-                        segments.release().await?;
-                        continue;
-                    }
-                    None => return Err(e),
-                },
+                Step::LeaseEnded { first, reason } => {
+                    tracing::warn!(target: "indexer::backfill", first, "{reason}; leasing another");
+                    segments.release().await?;
+                    continue;
+                }
             }
         }
         let counts = segments.counts(from, to).await?;

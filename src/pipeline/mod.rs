@@ -9,11 +9,13 @@
 //! command-line types: choosing the database, building clients, signals
 //! and the metrics server are [`crate::app`]'s.
 //!
-//! * `range`: one range, fetch → recover → write as three stages.
-//! * `follow`: the converge loops (`backfill`, `follow`, `sync`) and reorgs.
+//! * `range`: one range, fetch → recover → write as three stages; each
+//!   block is checked once, by [`crate::verify::check`], between recovery
+//!   and the write, and fetched again when the answer is not fatal.
+//! * `follow`: the converge loops (`backfill`, `follow`, `sync`) and reorgs;
+//!   each run is first linked to its trust anchors ([`crate::verify::link`]),
+//!   which are then passed to every range it indexes.
 //! * `leased`: `backfill` by leased segments, shared by several processes.
-//! * `receipts`: receipts and logs checked against their block and
-//!   transaction; one that does not match has its block fetched again.
 //! * `defer_indexes`: when a load is large enough to build the lookup
 //!   indexes after it rather than during it.
 
@@ -21,9 +23,8 @@ mod defer_indexes;
 mod follow;
 mod leased;
 mod range;
-mod receipts;
 
-pub use follow::{ConvergeEnd, FollowStart, backfill, first_block, follow};
+pub use follow::{ConvergeEnd, FollowStart, backfill, follow};
 pub use leased::leased_backfill;
 pub use range::{Step, check_block_text, index_range};
 
@@ -66,9 +67,6 @@ pub struct Ctx {
     /// Which logs of the receipts the source delivers are kept.
     pub logs: LogsSettings,
     pub verify: VerifySettings,
-    /// Hashes blocks must have (trusted blocks, stored neighbours); set by
-    /// the command before it indexes.
-    pub anchors: std::sync::OnceLock<crate::verify::Anchors>,
     pub metrics: Arc<Metrics>,
     pub shutdown: Shutdown,
     pub progress: tokio::sync::Mutex<Progress>,
@@ -94,7 +92,6 @@ impl Ctx {
             follow: settings.follow,
             logs: settings.logs,
             verify: settings.verify,
-            anchors: Default::default(),
             metrics,
             shutdown,
         }

@@ -8,11 +8,14 @@
 //!                     └────────▶ recover::Pool ──────┘
 //! ```
 //!
-//! A block that does not verify, that does not decode, or whose receipts
-//! or logs do not match it (another fork's, a node behind) is fetched
-//! again, alone, up to three times
-//! ([`Source::block`](crate::source::Source::block)), before the run stops
-//! with an error that names it; the blocks before it are committed.
+//! Each block is put together from its jobs' results and handed to
+//! [`verify::check`] once, which answers with the block to store or a
+//! typed [`Rejection`]. One that is not fatal (the block does not verify,
+//! does not decode, or its receipts or logs do not match it: another
+//! fork's, a node behind) has the block fetched again, alone, up to three
+//! times ([`Source::block`](crate::source::Source::block)), before the run
+//! stops with an error that names it; the blocks before it are committed.
+//! This module checks nothing itself.
 //!
 //! Order is kept by construction: each block's chunks are queued in block
 //! order and awaited in that order, whichever worker finishes first. This
@@ -29,20 +32,20 @@
 
 use std::sync::Arc;
 
-use anyhow::{Context as _, anyhow, bail};
+use anyhow::{Context as _, bail};
 use futures::StreamExt;
 use tokio::sync::{mpsc, oneshot};
 
-use super::{Ctx, receipts};
-use crate::config::LogsSettings;
+use super::Ctx;
+use crate::block::{Block, BlockTx};
 use crate::decode::{
     BlockHeader, BloomCache, DecodeError, Log, PayloadError, RawBlock, Receipt, hex0x,
     receipts_from_slices,
 };
 use crate::metrics::Metrics;
-use crate::recover::{RecoveredBlock, RecoveredTx, recover_slices};
+use crate::recover::recover_slices_with;
 use crate::sink::Written;
-use crate::verify::{self, Anchors, Level, ReceiptProof};
+use crate::verify::{self, Anchors, Level, Proofs, ReceiptProof, Rejection, TxProof, Unchecked};
 
 /// Transactions per recovery job: ~3 ms of work, so queueing overhead is
 /// noise, and a big block still spreads over every thread.
@@ -59,7 +62,7 @@ const PENDING_BLOCKS: usize = 256;
 const PENDING_TXS: usize = 16_384;
 
 /// How a range run ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Step {
     /// Every block of the range is committed.
     Done,
@@ -68,16 +71,20 @@ pub enum Step {
     Reorg { at: u64 },
     /// Shutdown was requested; every block fetched so far is committed.
     Shutdown,
+    /// The range's segment lease ended before it was written whole (see
+    /// [`Written::LeaseEnded`]); what was written before stays.
+    LeaseEnded { first: u64, reason: String },
 }
 
 /// One job's outcome: its transactions, recovered, and their receipts
 /// (empty when receipts are not fetched), decoded on the same thread, each
 /// with its consensus encoding when blocks are verified.
 type ChunkResult = (
-    Vec<Result<RecoveredTx, DecodeError>>,
+    Vec<Result<(BlockTx, Option<TxCheck>), DecodeError>>,
     Vec<Result<(Receipt, Option<ReceiptCheck>), DecodeError>>,
 );
 
+type TxCheck = Result<TxProof, PayloadError>;
 type ReceiptCheck = Result<ReceiptProof, &'static str>;
 
 /// The work of one recovery job: decode and recover the transactions at
@@ -102,7 +109,8 @@ fn chunk_job(
             .collect(),
         None => Vec::new(),
     };
-    (recover_slices(text, ranges, prove), decoded)
+    let txs = recover_slices_with(text, ranges, |tx| prove.then(|| verify::tx_proof(tx)));
+    (txs, decoded)
 }
 
 struct Pending {
@@ -118,16 +126,18 @@ struct Pending {
     _permit: Option<tokio::sync::OwnedSemaphorePermit>,
 }
 
-pub async fn index_range(ctx: &Ctx, from: u64, to: u64) -> anyhow::Result<Step> {
+/// Indexes `from..=to`; each block must agree with `anchors` (the run's
+/// trusted blocks and stored neighbours, from [`verify::link`]).
+pub async fn index_range(ctx: &Ctx, anchors: &Anchors, from: u64, to: u64) -> anyhow::Result<Step> {
     let (pending_tx, pending_rx) = mpsc::channel::<Pending>(PENDING_BLOCKS);
-    let (batch_tx, batch_rx) = mpsc::channel::<Vec<RecoveredBlock>>(1);
+    let (batch_tx, batch_rx) = mpsc::channel::<Vec<Block>>(1);
     let submit = submit(ctx, from, to, pending_tx);
-    let collect = collect(ctx, pending_rx, batch_tx);
+    let collect = collect(ctx, anchors, pending_rx, batch_tx);
     let write = write(ctx, batch_rx);
     let (submitted, (), written) = tokio::try_join!(submit, collect, write)?;
     Ok(match written {
-        Step::Reorg { at } => Step::Reorg { at },
-        _ => submitted,
+        Step::Done => submitted,
+        ended => ended,
     })
 }
 
@@ -220,18 +230,19 @@ async fn queue(
 /// Stage 2: awaits each block's chunks in order, verifies, and batches.
 async fn collect(
     ctx: &Ctx,
+    anchors: &Anchors,
     mut pending_rx: mpsc::Receiver<Pending>,
-    batch_tx: mpsc::Sender<Vec<RecoveredBlock>>,
+    batch_tx: mpsc::Sender<Vec<Block>>,
 ) -> anyhow::Result<()> {
     let limits = &ctx.index;
-    let mut batch: Vec<RecoveredBlock> = Vec::new();
+    let mut batch: Vec<Block> = Vec::new();
     let mut batch_txs = 0;
     while let Some(p) = pending_rx.recv().await {
         let n = p.header.number;
-        let block = match assemble(ctx, p).await {
+        let block = match assemble(ctx, anchors, p).await {
             Ok(b) => b,
-            Err(e) if refetchable(&e) => refetched(ctx, n, e).await?,
-            Err(e) => return Err(e),
+            Err(r) if !r.is_fatal() => refetched(ctx, anchors, n, r).await?,
+            Err(r) => return Err(r.into()),
         };
         batch_txs += block.txs.len();
         batch.push(block);
@@ -258,34 +269,18 @@ async fn collect(
     Ok(())
 }
 
-/// A transaction or receipt of a block that does not decode. One bad
-/// answer from a load-balanced node looks the same as a block that is
-/// malformed everywhere, so the block is fetched again before the run
-/// stops on it.
-#[derive(Debug, thiserror::Error)]
-#[error("block {block} tx {index}: malformed {what} from the node")]
-struct Malformed {
-    block: u64,
-    index: usize,
-    what: &'static str,
-    #[source]
-    cause: DecodeError,
-}
-
-/// A block that does not verify, whose receipts or logs do not match it,
-/// or that does not decode, may be a lagging or load-balanced node's
-/// answer: fetched again.
-fn refetchable(e: &anyhow::Error) -> bool {
-    e.is::<receipts::Mismatch>() || e.is::<verify::Failure>() || e.is::<Malformed>()
-}
-
-/// How often a block that does not verify, does not decode, or whose
-/// receipts or logs do not match it, is fetched again before the run stops.
+/// How often a block that is rejected but not fatally (see
+/// [`Rejection::is_fatal`]) is fetched again before the run stops.
 const REFETCHES: u32 = 3;
 
-/// Block `n` fetched again and assembled, after `first` (an error that
-/// [`refetchable`] accepts) — up to [`REFETCHES`] times.
-async fn refetched(ctx: &Ctx, n: u64, first: anyhow::Error) -> anyhow::Result<RecoveredBlock> {
+/// Block `n` fetched again and assembled, after `first` (a rejection that
+/// is not fatal), up to [`REFETCHES`] times.
+async fn refetched(
+    ctx: &Ctx,
+    anchors: &Anchors,
+    n: u64,
+    first: Rejection,
+) -> anyhow::Result<Block> {
     let mut last = first;
     for attempt in 1..=REFETCHES {
         ctx.metrics.refetches.inc();
@@ -299,185 +294,120 @@ async fn refetched(ctx: &Ctx, n: u64, first: anyhow::Error) -> anyhow::Result<Re
                 raw.header.number
             );
         }
-        match assemble(ctx, queue(ctx, raw, None).await?).await {
+        match assemble(ctx, anchors, queue(ctx, raw, None).await?).await {
             Ok(b) => return Ok(b),
-            Err(e) if refetchable(&e) => last = e,
-            Err(e) => return Err(e),
+            Err(r) if !r.is_fatal() => last = r,
+            Err(r) => return Err(r.into()),
         }
     }
-    Err(last.context(format!(
+    Err(anyhow::Error::new(last).context(format!(
         "block {n}: still wrong after fetching it {REFETCHES} more times"
     )))
 }
 
-async fn assemble(ctx: &Ctx, p: Pending) -> anyhow::Result<RecoveredBlock> {
+/// Waits for `p`'s jobs, puts the block together and asks
+/// [`verify::check`] about it; counts and logs what it answers.
+async fn assemble(ctx: &Ctx, anchors: &Anchors, p: Pending) -> Result<Block, Rejection> {
     let n = p.header.number;
     let mut chunks = Vec::with_capacity(p.chunks.len());
     for rx in p.chunks {
-        chunks.push(
-            rx.await
-                .map_err(|_| anyhow!("block {n}: a recovery job panicked"))?,
-        );
+        let chunk = rx
+            .await
+            .map_err(|_| Rejection::Refused(format!("block {n}: a recovery job panicked")))?;
+        chunks.push(chunk);
     }
-    let checks = Checks {
-        logs: &ctx.logs,
+    let unchecked = join(p.header, p.tx_count, p.receipt_count, p.logs, chunks)?;
+    let rules = verify::Rules {
         level: ctx.verify.level,
         strict: ctx.index.strict,
-        metrics: &ctx.metrics,
-        anchors: ctx.anchors.get().unwrap_or(&NO_ANCHORS),
+        filters: &ctx.logs,
+        anchors,
     };
-    let result = finish(
-        &checks,
-        p.header,
-        p.tx_count,
-        p.receipt_count,
-        p.logs,
-        chunks,
-    );
-    if let Err(e) = &result {
-        if let Some(f) = e.downcast_ref::<verify::Failure>() {
-            ctx.metrics.verify_failures.inc();
-            tracing::warn!(target: "indexer::verify", block = f.block, field = %f.field, node = %f.node, computed = %f.computed, "block does not verify");
+    match verify::check(unchecked, &rules) {
+        Ok(checked) => {
+            report(&ctx.metrics, &checked);
+            Ok(checked.block)
+        }
+        Err(r) => {
+            if let Rejection::Failure(f) = &r {
+                ctx.metrics.verify_failures.inc();
+                tracing::warn!(target: "indexer::verify", block = f.block, field = %f.field, node = %f.node, computed = %f.computed, "block does not verify");
+            }
+            Err(r)
         }
     }
-    result
 }
 
-static NO_ANCHORS: std::sync::LazyLock<Anchors> = std::sync::LazyLock::new(Anchors::default);
-
-/// What [`finish`] checks a block with.
-struct Checks<'a> {
-    logs: &'a LogsSettings,
-    level: Level,
-    strict: bool,
-    metrics: &'a Metrics,
-    /// Hashes blocks must have: trusted blocks and stored neighbours.
-    anchors: &'a Anchors,
-}
-
-/// Puts a block together from its recovery jobs' results, in order, and
-/// checks it: receipts and logs belong to it and, at `verify = "full"`,
-/// it verifies ([`verify::check_block`]) and agrees with the anchors.
-fn finish(
-    checks: &Checks<'_>,
+/// Puts a block together from its recovery jobs' results, in order: each
+/// transaction with its receipt, and the proofs beside them. A transaction
+/// or receipt that did not decode is a [`Rejection::Malformed`].
+fn join(
     header: BlockHeader,
     tx_count: usize,
     receipt_count: Option<usize>,
     got_logs: Option<Vec<Log>>,
     chunks: Vec<ChunkResult>,
-) -> anyhow::Result<RecoveredBlock> {
+) -> Result<Unchecked, Rejection> {
     let n = header.number;
-    if let Some(k) = receipt_count {
-        receipts::check_count(&header, tx_count, k)?;
-    }
-    let full = checks.level == Level::Full;
+    let malformed = |index, what, cause| Rejection::Malformed {
+        block: n,
+        index,
+        what,
+        cause,
+    };
     let mut txs = Vec::with_capacity(tx_count);
-    let mut logs = Vec::new();
-    let mut next_log = 0;
+    let mut proofs = Proofs::default();
     for (chunk, receipts) in chunks {
         let mut receipts = receipts.into_iter();
         for r in chunk {
             let i = txs.len();
-            let mut rtx = r.map_err(|cause| Malformed {
-                block: n,
-                index: i,
-                what: "transaction",
-                cause,
-            })?;
-            if receipt_count.is_some() {
-                let (receipt, proof) = receipts
-                    .next()
-                    .ok_or_else(|| anyhow!("block {n} tx {i}: no receipt"))?
-                    .map_err(|cause| Malformed {
-                        block: n,
-                        index: i,
-                        what: "receipt",
-                        cause,
-                    })?;
-                if full {
-                    verify::check_log_indexes(n, i, &receipt, &mut next_log)?;
-                }
-                let mut receipt = receipts::checked(&header, i, &rtx.tx, receipt, checks.logs)?;
-                logs.append(&mut receipt.logs);
-                rtx.receipt = Some(receipt);
-                rtx.receipt_proof = proof;
+            let (mut tx, tx_proof) = r.map_err(|e| malformed(i, "transaction", e))?;
+            if let Some(receipt) = receipts.next() {
+                let (receipt, proof) = receipt.map_err(|e| malformed(i, "receipt", e))?;
+                tx.receipt = Some(receipt);
+                proofs.receipts.extend(proof);
             }
-            let Some(hash) = rtx.tx.hash else {
-                bail!("block {n} tx {i}: the node gave no transaction hash");
-            };
-            let m = checks.metrics;
-            match (&rtx.recovered.sender, &rtx.tx.from) {
-                (Ok(sender), from) => {
-                    m.recovered.inc();
-                    if let Some(from) = from.filter(|f| f != sender) {
-                        m.from_mismatches.inc();
-                        tracing::warn!(target: "indexer::verify", block = n, tx = %hex0x(&hash), recovered = %hex0x(sender), node_from = %hex0x(&from), "sender differs from the node's from");
-                        if checks.strict {
-                            bail!(
-                                "block {n} tx {}: recovered sender {} differs from the node's from {} (--strict)",
-                                hex0x(&hash),
-                                hex0x(sender),
-                                hex0x(&from)
-                            );
-                        }
-                    }
-                }
-                (Err(e), _) => {
-                    m.unrecoverable.inc();
-                    tracing::debug!(target: "indexer::verify", block = n, tx = %hex0x(&hash), error = %e, "unrecoverable sender");
-                }
-            }
-            txs.push(rtx);
+            proofs.txs.extend(tx_proof);
+            txs.push(tx);
         }
     }
     // Every transaction of the block came back, in order (reth checks the same).
     if txs.len() != tx_count {
-        bail!(
+        return Err(Rejection::Refused(format!(
             "block {n}: recovered {} transactions of {tx_count}",
             txs.len()
-        );
+        )));
     }
-    if full {
-        verify_block(checks, &header, &mut txs, got_logs.as_deref())?;
-    }
-    if let Some(got) = got_logs {
-        let hashes: Vec<_> = txs.iter().map(|t: &RecoveredTx| t.tx.hash).collect();
-        logs = receipts::placed_logs(&header, &hashes, got, checks.logs)?;
-    }
-    receipts::check_log_order(&header, &logs)?;
-    Ok(RecoveredBlock {
+    let proved = proofs.txs.len() == tx_count;
+    Ok(Unchecked {
         header,
         txs,
-        logs,
-        verified: checks.level,
+        receipt_count,
+        got_logs,
+        proofs: proved.then_some(proofs),
     })
 }
 
-/// [`verify::check_block`] and the anchors, then drops the encodings.
-fn verify_block(
-    checks: &Checks<'_>,
-    header: &BlockHeader,
-    txs: &mut [RecoveredTx],
-    got_logs: Option<&[Log]>,
-) -> anyhow::Result<()> {
-    let missing: Result<verify::TxProof, PayloadError> = Err(PayloadError::Missing("encoding", 0));
-    let parts: Vec<verify::TxParts<'_>> = txs
-        .iter()
-        .map(|t| verify::TxParts {
-            tx: &t.tx,
-            proof: t.proof.as_ref().unwrap_or(&missing),
-            sender: t.recovered.sender.as_ref().ok(),
-            receipt: t.receipt.as_ref().zip(t.receipt_proof.as_ref()),
-        })
-        .collect();
-    verify::check_block(header, &parts, got_logs)?;
-    drop(parts);
-    checks.anchors.check(header)?;
-    for t in txs {
-        t.proof = None;
-        t.receipt_proof = None;
+/// Counts a checked block's senders and logs each one that differs from
+/// the node's `from`.
+fn report(m: &Metrics, checked: &verify::Checked) {
+    let block = &checked.block;
+    for t in &block.txs {
+        match &t.recovered.sender {
+            Ok(_) => m.recovered.inc(),
+            Err(e) => {
+                m.unrecoverable.inc();
+                let tx = t.tx.hash.map(|h| hex0x(&h)).unwrap_or_default();
+                tracing::debug!(target: "indexer::verify", block = block.header.number, tx, error = %e, "unrecoverable sender");
+            }
+        }
     }
-    Ok(())
+    for &i in &checked.from_mismatches {
+        let t = &block.txs[i];
+        m.from_mismatches.inc();
+        let show = |a: Option<&[u8; 20]>| a.map(|a| hex0x(a)).unwrap_or_default();
+        tracing::warn!(target: "indexer::verify", block = block.header.number, tx = %t.tx.hash.map(|h| hex0x(&h)).unwrap_or_default(), recovered = %show(t.recovered.sender.as_ref().ok()), node_from = %show(t.tx.from.as_ref()), "sender differs from the node's from");
+    }
 }
 
 /// Checks one block given as JSON text (an `eth_getBlockByNumber(n, true)`
@@ -485,7 +415,7 @@ fn verify_block(
 /// exactly as the pipeline checks every block at `verify = "full"`, on
 /// this thread: the block as it would be stored, or the error that would
 /// stop the run. For tests and tools; no anchors, every log kept.
-pub fn check_block_text(block: &str, receipts: Option<&str>) -> anyhow::Result<RecoveredBlock> {
+pub fn check_block_text(block: &str, receipts: Option<&str>) -> anyhow::Result<Block> {
     // The pipeline names a block by the number it asked for; here, by the
     // number the text gives, when that much can be read.
     let (header, ranges) = crate::decode::split_block(block).with_context(|| {
@@ -523,30 +453,20 @@ pub fn check_block_text(block: &str, receipts: Option<&str>) -> anyhow::Result<R
         true,
     );
     let settings = crate::config::Settings::defaults();
-    let metrics = Metrics::new();
-    let checks = Checks {
-        logs: &settings.logs,
+    let rules = verify::Rules {
         level: Level::Full,
         strict: false,
-        metrics: &metrics,
+        filters: &settings.logs,
         anchors: &Anchors::default(),
     };
     let tx_count = ranges.len();
-    finish(
-        &checks,
-        header,
-        tx_count,
-        receipt_ranges.as_ref().map(Vec::len),
-        None,
-        vec![chunk],
-    )
+    let receipt_count = receipt_ranges.as_ref().map(Vec::len);
+    let unchecked = join(header, tx_count, receipt_count, None, vec![chunk])?;
+    Ok(verify::check(unchecked, &rules)?.block)
 }
 
 /// Stage 3: commits each batch with the checkpoint.
-async fn write(
-    ctx: &Ctx,
-    mut batch_rx: mpsc::Receiver<Vec<RecoveredBlock>>,
-) -> anyhow::Result<Step> {
+async fn write(ctx: &Ctx, mut batch_rx: mpsc::Receiver<Vec<Block>>) -> anyhow::Result<Step> {
     let mut progress = ctx.progress.lock().await;
     while let Some(batch) = batch_rx.recv().await {
         let (Some(first), Some(last)) = (batch.first(), batch.last()) else {
@@ -578,6 +498,7 @@ async fn write(
                 tracing::info!(target: "indexer::reorg", block = number, parent = %hex0x(&parent), stored = %hex0x(&stored), "parent hash mismatch");
                 return Ok(Step::Reorg { at: number });
             }
+            Written::LeaseEnded { first, reason } => return Ok(Step::LeaseEnded { first, reason }),
         }
     }
     Ok(Step::Done)

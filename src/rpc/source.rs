@@ -14,6 +14,10 @@ use crate::source::{Heads, Source};
 
 #[async_trait::async_trait]
 impl Source for RpcClient {
+    async fn chain_id(&self) -> anyhow::Result<u64> {
+        Ok(RpcClient::chain_id(self).await?)
+    }
+
     async fn head(&self) -> anyhow::Result<u64> {
         Ok(RpcClient::head(self).await?)
     }

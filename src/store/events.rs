@@ -18,9 +18,9 @@ use sqlx::{AssertSqlSafe, PgPool};
 use super::copy::CopyBuf;
 use super::tables::{Rows, Table, block_number, log_indexes};
 use super::{Result, StoreError};
+use crate::block::Block;
 use crate::config::EventSettings;
 use crate::decode::{Address, EventSpec, Value, hex0x};
-use crate::recover::RecoveredBlock;
 
 /// Columns every event table starts with, before one per parameter.
 const FIXED_COLUMNS: [&str; 4] = ["block_number", "log_index", "tx_index", "address"];
@@ -52,7 +52,7 @@ impl EventTable {
         self.undecodable.load(Relaxed)
     }
 
-    pub(super) fn encode(&self, block: &RecoveredBlock, out: &mut CopyBuf) -> Result<()> {
+    pub(super) fn encode(&self, block: &Block, out: &mut CopyBuf) -> Result<()> {
         let number = block_number(block)?;
         let n = block.header.number;
         for log in &block.logs {

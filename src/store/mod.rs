@@ -24,8 +24,8 @@ mod tables;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::{AssertSqlSafe, Connection, PgConnection, PgPool, Postgres, Row, Transaction};
 
+use crate::block::Block;
 use crate::decode::B256;
-use crate::recover::RecoveredBlock;
 use crate::sink::{WriteOutcome, Written};
 use copy::CopyBuf;
 pub use partitions::{PARTITION_BLOCKS, partition_name};
@@ -343,7 +343,7 @@ impl Store {
     /// all in one transaction. Writes nothing and answers
     /// [`Written::ParentMismatch`] when the first block does not extend the
     /// stored block below it, or when the blocks do not chain.
-    pub async fn write_blocks(&self, blocks: &[RecoveredBlock]) -> Result<Written> {
+    pub async fn write_blocks(&self, blocks: &[Block]) -> Result<Written> {
         self.write_blocks_in(blocks, None).await
     }
 
@@ -355,7 +355,7 @@ impl Store {
     /// (which moves when a segment completes).
     pub async fn write_blocks_in(
         &self,
-        blocks: &[RecoveredBlock],
+        blocks: &[Block],
         lease: Option<&Lease>,
     ) -> Result<Written> {
         let (Some(first), Some(last)) = (blocks.first(), blocks.last()) else {
@@ -375,7 +375,16 @@ impl Store {
         self.ensure_partitions(first.number, last.number).await?;
         let mut tx = self.pool.begin().await?;
         if let Some(lease) = lease {
-            lease.hold(&mut tx, first.number).await?;
+            match lease.hold(&mut tx, first.number).await {
+                Ok(()) => {}
+                Err(e @ (StoreError::LeaseLost { .. } | StoreError::SegmentGap { .. })) => {
+                    return Ok(Written::LeaseEnded {
+                        first: lease.first,
+                        reason: e.to_string(),
+                    });
+                }
+                Err(e) => return Err(e),
+            }
         }
         let stored: Vec<(i64, Vec<u8>)> =
             sqlx::query_as("SELECT number, hash FROM blocks WHERE number BETWEEN $1 AND $2")

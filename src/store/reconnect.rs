@@ -33,9 +33,10 @@ use tokio::sync::Mutex;
 use tokio::time::Instant;
 
 use super::{Lease, LockMode, Store, StoreError, WriterLock};
+use crate::block::Block;
 use crate::decode::B256;
-use crate::recover::RecoveredBlock;
-use crate::sink::{LeaseEnded, Segment, SegmentCounts, Segments, Sink, Written};
+use crate::sink::{Segment, SegmentCounts, Segments, Sink, Written};
+use crate::verify::Anchor;
 
 const TARGET: &str = "indexer::store";
 const BACKOFF_INITIAL: Duration = Duration::from_millis(200);
@@ -199,7 +200,7 @@ impl Reconnecting {
 
 #[async_trait::async_trait]
 impl Sink for Reconnecting {
-    async fn write_blocks(&self, blocks: &[RecoveredBlock]) -> anyhow::Result<Written> {
+    async fn write_blocks(&self, blocks: &[Block]) -> anyhow::Result<Written> {
         let what = match (blocks.first(), blocks.last()) {
             (Some(a), Some(b)) => format!("write blocks {}..={}", a.header.number, b.header.number),
             _ => "write no blocks".to_owned(),
@@ -209,16 +210,7 @@ impl Sink for Reconnecting {
             .retrying(&what, true, || {
                 self.store.write_blocks_in(blocks, lease.as_ref())
             })
-            .await
-            .map_err(|e| match e.downcast_ref::<StoreError>() {
-                Some(StoreError::LeaseLost { first } | StoreError::SegmentGap { first, .. }) => {
-                    anyhow::Error::new(LeaseEnded {
-                        first: *first,
-                        reason: e.to_string(),
-                    })
-                }
-                _ => e,
-            })?;
+            .await?;
         if let (Written::Committed(_), Some(last), None) = (&written, blocks.last(), &lease) {
             self.set_committed(last.header.number);
         }
@@ -245,6 +237,25 @@ impl Sink for Reconnecting {
             self.set_committed(c.min(ancestor));
         }
         Ok(deleted)
+    }
+
+    async fn parent_hash(&self, number: u64) -> anyhow::Result<Option<B256>> {
+        let what = format!("read the parent hash of block {number}");
+        self.retrying(&what, false, || self.store.parent_hash(number))
+            .await
+    }
+
+    async fn linked(&self, from: u64, to: u64) -> anyhow::Result<bool> {
+        let what = format!("check that blocks {from}..={to} are linked");
+        self.retrying(&what, false, || self.store.linked(from, to))
+            .await
+    }
+
+    async fn record_anchor(&self, anchor: &Anchor) -> anyhow::Result<()> {
+        self.retrying("record a trust anchor", false, || {
+            self.store.record_anchor(anchor)
+        })
+        .await
     }
 
     async fn stored_blocks(&self, from: u64, to: u64) -> anyhow::Result<(u64, u64)> {

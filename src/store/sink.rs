@@ -2,15 +2,16 @@
 //! statement, its error turned into the pipeline's `anyhow` chain. Nothing
 //! else lives here.
 
+use crate::block::Block;
 use crate::decode::B256;
-use crate::recover::RecoveredBlock;
 use crate::sink::{Sink, Written};
+use crate::verify::Anchor;
 
 use super::Store;
 
 #[async_trait::async_trait]
 impl Sink for Store {
-    async fn write_blocks(&self, blocks: &[RecoveredBlock]) -> anyhow::Result<Written> {
+    async fn write_blocks(&self, blocks: &[Block]) -> anyhow::Result<Written> {
         Ok(Store::write_blocks(self, blocks).await?)
     }
 
@@ -24,6 +25,18 @@ impl Sink for Store {
 
     async fn rollback_to(&self, ancestor: u64, new_hash: Option<&B256>) -> anyhow::Result<u64> {
         Ok(Store::rollback_to(self, ancestor, new_hash).await?)
+    }
+
+    async fn parent_hash(&self, number: u64) -> anyhow::Result<Option<B256>> {
+        Ok(Store::parent_hash(self, number).await?)
+    }
+
+    async fn linked(&self, from: u64, to: u64) -> anyhow::Result<bool> {
+        Ok(Store::linked(self, from, to).await?)
+    }
+
+    async fn record_anchor(&self, anchor: &Anchor) -> anyhow::Result<()> {
+        Ok(Store::record_anchor(self, anchor).await?)
     }
 
     async fn stored_blocks(&self, from: u64, to: u64) -> anyhow::Result<(u64, u64)> {

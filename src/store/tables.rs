@@ -13,8 +13,8 @@
 use super::copy::CopyBuf;
 use super::events::EventTable;
 use super::{Result, StoreError};
+use crate::block::Block;
 use crate::decode::{Log, U256};
-use crate::recover::RecoveredBlock;
 
 /// One table keyed by block number.
 pub struct Table {
@@ -38,7 +38,7 @@ pub struct Table {
 /// How a table's rows are made from a block.
 pub enum Rows {
     /// A table of the schema: its encoder.
-    Fixed(fn(&RecoveredBlock, &mut CopyBuf) -> Result<()>),
+    Fixed(fn(&Block, &mut CopyBuf) -> Result<()>),
     /// A decoded event table (`[[events]]`, see `events`).
     Event(Box<EventTable>),
 }
@@ -55,7 +55,7 @@ pub static TABLES: [&Table; 4] = [&BLOCKS, &TRANSACTIONS, &AUTHORIZATIONS, &LOGS
 
 impl Table {
     /// Appends one block's rows (none is fine).
-    pub fn encode(&self, block: &RecoveredBlock, out: &mut CopyBuf) -> Result<()> {
+    pub fn encode(&self, block: &Block, out: &mut CopyBuf) -> Result<()> {
         match &self.rows {
             Rows::Fixed(encode) => encode(block, out),
             Rows::Event(event) => event.encode(block, out),
@@ -311,7 +311,7 @@ pub(super) fn log_indexes(number: u64, log: &Log) -> Result<(i32, i32)> {
 }
 
 /// The block number as PostgreSQL's `BIGINT`.
-pub(super) fn block_number(block: &RecoveredBlock) -> Result<i64> {
+pub(super) fn block_number(block: &Block) -> Result<i64> {
     let n = block.header.number;
     i64::try_from(n).map_err(|_| out_of_range(n, "number", n))
 }

@@ -7,26 +7,45 @@
 //! to its header, and the header to the trusted block: no field of it
 //! can be changed, dropped, reordered or invented without a failure here.
 //!
-//! Pure: values in, a [`Failure`] out. It fetches nothing and writes
-//! nothing; what to do about a failure (fetch the block again, stop the
-//! run) is the pipeline's. The per-transaction and per-receipt work
-//! ([`tx_proof`], [`receipt_proof`]) runs on the recovery threads with
-//! decoding; [`check_block`] puts a block's pieces together.
+//! Every check of a block lives in this module, and the pipeline asks once
+//! per block ([`check`]), getting back the block to store or a typed
+//! [`Rejection`] whose [`is_fatal`](Rejection::is_fatal) says whether
+//! fetching the block again can help. What to do about it (fetch the block
+//! again, stop the run) is the pipeline's. The checks are pure: values in,
+//! a rejection out; they fetch nothing and write nothing. The
+//! per-transaction and per-receipt encodings ([`tx_proof`],
+//! [`receipt_proof`]) are computed on the recovery threads, beside
+//! decoding, and handed in with the block.
 //!
+//! * `check`: the one entry, [`check`], in the order a reader finds the
+//!   fields.
+//! * `receipts`: receipts and logs belong to their block and transaction.
 //! * `header`: the block hash rebuilt for the header's fork and seal.
 //! * `roots`: the ordered tries and the receipt and withdrawal encodings.
 //! * `anchors`: trusted blocks, given and built in.
+//! * `trust`: linking a run to its anchors before it writes anything; the
+//!   only part that reads, through the [`Source`](crate::source::Source)
+//!   and [`Sink`](crate::sink::Sink) traits.
+//!
+//! Where a chain's rules go: a new transaction type's hash is its encoding
+//! in `decode` (checked here by `check_tx`), a new receipt encoding goes in
+//! `roots`, a new header layout in `header`.
 
 mod anchors;
+mod check;
 mod header;
+mod receipts;
 mod roots;
+mod trust;
 
 pub use anchors::{Anchor, AnchorOrigin, Anchors, builtin_genesis};
+pub use check::{Checked, Proofs, Rules, Unchecked, check};
 pub use header::header_hash;
 pub use roots::{ordered_root, receipt_encoding, withdrawals_root};
+pub use trust::link;
 
 use crate::decode::{
-    B256, BlockHeader, Bloom, BloomCache, Log, PayloadError, Receipt, Tx, U256, hex0x,
+    B256, BlockHeader, Bloom, BloomCache, DecodeError, Log, PayloadError, Receipt, Tx, U256, hex0x,
 };
 use crate::decode::{bloom_may_contain, keccak};
 
@@ -104,6 +123,41 @@ impl Failure {
             hex0x(node),
             format!("{what} give {}", hex0x(computed)),
         )
+    }
+}
+
+/// Why a block may not be stored. Every kind but [`Rejection::Refused`]
+/// may be a lagging or load-balanced node's answer, so the block is worth
+/// fetching again; `Refused` would be refused again whatever the node says
+/// (reth's `StageError::is_fatal` draws the same line).
+#[derive(Debug, thiserror::Error)]
+pub enum Rejection {
+    /// The block's contents do not give what the node says they give.
+    #[error(transparent)]
+    Failure(#[from] Failure),
+    /// A receipt or log that does not belong to the block it came with
+    /// (another fork's, a node behind).
+    #[error("{0}")]
+    Mismatch(String),
+    /// A transaction or receipt of the block that does not decode.
+    #[error("block {block} tx {index}: malformed {what} from the node")]
+    Malformed {
+        block: u64,
+        index: usize,
+        what: &'static str,
+        #[source]
+        cause: DecodeError,
+    },
+    /// Refused whatever the node answers next (the run's own rules, such
+    /// as `--strict`, or a block that cannot be indexed at all).
+    #[error("{0}")]
+    Refused(String),
+}
+
+impl Rejection {
+    /// Fetching the block again cannot help: the run stops.
+    pub fn is_fatal(&self) -> bool {
+        matches!(self, Rejection::Refused(_))
     }
 }
 

@@ -11,14 +11,16 @@ use std::time::{Duration, Instant};
 
 use sqlx::PgPool;
 
+use sender_indexer::block::Block;
 use sender_indexer::config::Settings;
 use sender_indexer::decode::B256;
 use sender_indexer::metrics::Metrics;
 use sender_indexer::pipeline::{ConvergeEnd, Ctx, FollowStart, PipelineSettings};
-use sender_indexer::recover::{Pool, RecoveredBlock};
+use sender_indexer::recover::Pool;
 use sender_indexer::shutdown::ShutdownTrigger;
 use sender_indexer::sink::{Sink, Written};
 use sender_indexer::store::Store;
+use sender_indexer::verify::Anchor;
 
 use crate::support::memory_chain::MemoryChain;
 use crate::support::pg;
@@ -222,7 +224,7 @@ struct ForkAfter {
 
 #[async_trait::async_trait]
 impl Sink for ForkAfter {
-    async fn write_blocks(&self, blocks: &[RecoveredBlock]) -> anyhow::Result<Written> {
+    async fn write_blocks(&self, blocks: &[Block]) -> anyhow::Result<Written> {
         let written = self.store.write_blocks(blocks).await?;
         let last = blocks.last().map(|b| b.header.number);
         if matches!(written, Written::Committed(_))
@@ -239,6 +241,15 @@ impl Sink for ForkAfter {
     }
     async fn block_hash(&self, n: u64) -> anyhow::Result<Option<B256>> {
         Ok(self.store.block_hash(n).await?)
+    }
+    async fn parent_hash(&self, n: u64) -> anyhow::Result<Option<B256>> {
+        Ok(self.store.parent_hash(n).await?)
+    }
+    async fn linked(&self, from: u64, to: u64) -> anyhow::Result<bool> {
+        Ok(self.store.linked(from, to).await?)
+    }
+    async fn record_anchor(&self, anchor: &Anchor) -> anyhow::Result<()> {
+        Ok(self.store.record_anchor(anchor).await?)
     }
     async fn rollback_to(&self, ancestor: u64, new: Option<&B256>) -> anyhow::Result<u64> {
         Ok(self.store.rollback_to(ancestor, new).await?)

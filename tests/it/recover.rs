@@ -7,10 +7,11 @@ use k256::ecdsa::{RecoveryId as KRecoveryId, Signature as KSignature, VerifyingK
 use serde_json::{Value, json};
 use sha3::{Digest, Keccak256};
 
+use sender_indexer::block::BlockTx;
 use sender_indexer::decode::DecodeError;
 use sender_indexer::decode::split_block;
 use sender_indexer::decode::{Tx, U256, hex0x, parse_u256};
-use sender_indexer::recover::{RecoverError, RecoveredTx, recover_slices, recover_tx};
+use sender_indexer::recover::{RecoverError, recover_slices, recover_tx};
 
 use crate::support::fixtures;
 
@@ -21,10 +22,10 @@ fn sender_of(v: &Value) -> Result<String, RecoverError> {
 
 /// What the pipeline does with a block's text: split it, then decode and
 /// recover every transaction slice.
-fn recover_block(block: &Value) -> Vec<Result<RecoveredTx, DecodeError>> {
+fn recover_block(block: &Value) -> Vec<Result<BlockTx, DecodeError>> {
     let text = block.to_string();
     let (_, ranges) = split_block(&text).expect("block splits");
-    recover_slices(&text, &ranges, false)
+    recover_slices(&text, &ranges)
 }
 
 fn from_of(v: &Value) -> String {

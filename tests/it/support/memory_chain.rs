@@ -234,6 +234,12 @@ impl MemoryChain {
 
 #[async_trait::async_trait]
 impl Source for MemoryChain {
+    async fn chain_id(&self) -> anyhow::Result<u64> {
+        self.check("chain id")?;
+        // A development chain's id: no built-in genesis anchor applies.
+        Ok(31337)
+    }
+
     async fn head(&self) -> anyhow::Result<u64> {
         self.check("head")?;
         Ok(Self::visible_head(&self.lock()))

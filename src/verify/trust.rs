@@ -3,46 +3,28 @@
 //! chain. A range is indexed only if it reaches an anchor by parent
 //! hashes: the anchor inside it, right below it, or joined through stored
 //! blocks (below, or above a range indexed downwards); otherwise it is
-//! refused, naming both hashes. The pipeline then checks each anchor's
-//! block as it arrives ([`crate::verify::Anchors`]). Reads the node and the
-//! database; writes only the `trust_anchors` record.
+//! refused, naming both hashes. [`check`](super::check) then checks each
+//! anchor's block as it arrives ([`Anchors`]).
+//!
+//! The one part of `verify` that reads: the node and the database, only
+//! through the [`Source`] and [`Sink`] traits (so it runs through the
+//! reconnecting sink, and on the tests' in-memory chain); it writes only
+//! the record of the anchors linked to.
 
 use anyhow::bail;
 
+use super::{Anchors, Level, builtin_genesis};
 use crate::config::VerifySettings;
 use crate::decode::hex0x;
-use crate::rpc::RpcClient;
-use crate::store::Store;
-use crate::verify::{Anchors, Level, builtin_genesis};
-
-/// What linking a run needs, handed to the command's converge step, which
-/// alone knows where the run starts.
-pub struct Trust {
-    pub verify: VerifySettings,
-    pub rpc: std::sync::Arc<RpcClient>,
-    pub store: Store,
-}
-
-impl Trust {
-    /// Links a run over `from..=to` and gives `ctx` its anchors.
-    pub async fn link(
-        &self,
-        ctx: &crate::pipeline::Ctx,
-        from: u64,
-        to: Option<u64>,
-    ) -> anyhow::Result<()> {
-        let anchors = link(&self.verify, &self.rpc, &self.store, from, to).await?;
-        let _ = ctx.anchors.set(anchors);
-        Ok(())
-    }
-}
+use crate::sink::Sink;
+use crate::source::Source;
 
 /// The anchors a run over `from..=to` (`to` unbounded when following)
 /// checks blocks against, once it is known to link to one of them.
-async fn link(
+pub async fn link(
     verify: &VerifySettings,
-    rpc: &RpcClient,
-    store: &Store,
+    source: &dyn Source,
+    sink: &dyn Sink,
     from: u64,
     to: Option<u64>,
 ) -> anyhow::Result<Anchors> {
@@ -52,9 +34,9 @@ async fn link(
         return Ok(out);
     }
     let mut anchors = verify.trusted_blocks.clone();
-    if !anchors.iter().any(|a| a.number == 0) && (from == 0 || store.block_hash(0).await?.is_some())
+    if !anchors.iter().any(|a| a.number == 0) && (from == 0 || sink.block_hash(0).await?.is_some())
     {
-        if let Some(g) = builtin_genesis(rpc.chain_id().await?) {
+        if let Some(g) = builtin_genesis(source.chain_id().await?) {
             anchors.push(g);
         }
     }
@@ -67,7 +49,7 @@ async fn link(
     for a in &anchors {
         let inside = a.number >= from && to.is_none_or(|t| a.number <= t);
         // A hash for the anchor's block we already have: stored, or the node's.
-        let stored = store.block_hash(a.number).await?;
+        let stored = sink.block_hash(a.number).await?;
         if let Some(h) = stored.filter(|h| *h != a.hash) {
             bail!(
                 "block {}: the stored block's hash is {}, but {}; the database holds another chain (index into a fresh database, or check the trusted block)",
@@ -78,7 +60,7 @@ async fn link(
         }
         if inside {
             if stored.is_none() {
-                if let Some(h) = rpc.header(a.number).await? {
+                if let Some(h) = source.header(a.number).await? {
                     if h.hash != a.hash {
                         bail!(
                             "block {}: the node's block hash is {}, but {}; refusing to index a chain that does not lead to it (check the RPC endpoint, or the trusted block)",
@@ -95,7 +77,7 @@ async fn link(
             out.insert(a.number, a.hash, a.describe());
             linked.push(a);
         } else if a.number < from {
-            if store.linked(a.number, from - 1).await? {
+            if sink.linked(a.number, from - 1).await? {
                 linked.push(a);
             } else {
                 refusals.push(format!(
@@ -107,8 +89,10 @@ async fn link(
             }
         } else if let Some(to) = to {
             // Above a range indexed downwards: through the stored blocks above it.
-            if store.linked(to + 1, a.number).await? {
-                let parent = store.parent_hash(to + 1).await?.expect("linked, so stored");
+            if sink.linked(to + 1, a.number).await? {
+                let parent = sink.parent_hash(to + 1).await?.ok_or_else(|| {
+                    anyhow::anyhow!("block {}: stored a moment ago, now gone", to + 1)
+                })?;
                 out.insert(
                     to,
                     parent,
@@ -126,7 +110,7 @@ async fn link(
         }
     }
     if linked.is_empty() {
-        let first = rpc.header(from).await?;
+        let first = source.header(from).await?;
         let parent = first.map_or("unknown (the node has no such block yet)".into(), |h| {
             hex0x(&h.parent_hash)
         });
@@ -140,7 +124,7 @@ async fn link(
         );
     }
     for a in linked {
-        store.record_anchor(a).await?;
+        sink.record_anchor(a).await?;
         tracing::info!(target: "indexer::verify", anchor = %a.describe(), "every block of this run must link to it by parent hashes");
     }
     Ok(out)
