@@ -404,9 +404,12 @@ impl RpcClient {
 
     /// Full blocks with transactions, split into header fields and
     /// transaction ranges of their JSON text ([`RawBlock`]), in block order,
-    /// each checked to be the block asked for. Waits for blocks the node
-    /// has not produced yet.
-    pub async fn blocks(&self, range: RangeInclusive<u64>) -> Result<Vec<RawBlock>, RpcError> {
+    /// each checked to be the block asked for, all at once in a `Vec` (for
+    /// tests and tools; the pipeline streams them: [`Source::blocks`]).
+    /// Waits for blocks the node has not produced yet.
+    ///
+    /// [`Source::blocks`]: crate::source::Source::blocks
+    pub async fn blocks_vec(&self, range: RangeInclusive<u64>) -> Result<Vec<RawBlock>, RpcError> {
         stream::iter(chunks(range, self.cfg.batch_size.get()))
             .map(|r| self.fetch_range(r))
             .buffered(self.depth())
@@ -419,7 +422,7 @@ impl RpcClient {
         self.cfg.max_in_flight.get() * self.pool.endpoints().len()
     }
 
-    /// Like [`blocks`](Self::blocks), but streamed: up to `max_in_flight`
+    /// Like [`blocks_vec`](Self::blocks_vec), but streamed: up to `max_in_flight`
     /// batches per endpoint are fetched concurrently and blocks come out
     /// strictly in order. Nothing is fetched beyond what the consumer pulls
     /// plus the in-flight window, so memory stays bounded. Ends after the
