@@ -143,7 +143,7 @@ impl RpcClient {
     /// Batch size in use now on the first endpoint (smaller than configured
     /// if the provider capped it).
     pub fn effective_batch_size(&self) -> usize {
-        self.pool.endpoints()[0].batch_size.load(Relaxed)
+        self.pool.endpoints()[0].batch_size.get()
     }
 
     /// `text` without any endpoint's secrets.
@@ -456,12 +456,12 @@ impl RpcClient {
                     ..Want::default()
                 })
                 .await;
-            let size = lease.ep.batch_size.load(Relaxed).min(len - next);
+            let size = lease.ep.batch_size.get().min(len - next);
             let in_batch = size > 1;
             let results = match self.fetch_chunk(&lease, lo, size).await {
                 Ok(results) => results,
                 Err(f) if in_batch && classify(&f, true) == Class::BatchTooLarge => {
-                    self.shrink(&lease, size, &f);
+                    self.shrink(&lease, Batch::Blocks, size, &f);
                     continue;
                 }
                 Err(f) => {
@@ -508,7 +508,7 @@ impl RpcClient {
                 null_polls = 0;
             }
             if let Some(f) = too_large {
-                self.shrink(&lease, size, &f);
+                self.shrink(&lease, Batch::Blocks, size, &f);
             } else if let Some((n, f)) = retry {
                 self.retry_or_fail(Subject::Block(n), f, false, &mut tries, &lease)
                     .await?;
@@ -563,7 +563,7 @@ impl RpcClient {
             let size = if by_tx {
                 1
             } else {
-                ep.batch_size.load(Relaxed).min(blocks.len() - done)
+                ep.batch_size.get().min(blocks.len() - done)
             };
             let part = &mut blocks[done..done + size];
             let subject = Subject::range(part[0].header.number, part[part.len() - 1].header.number);
@@ -587,7 +587,7 @@ impl RpcClient {
                     }
                 }
                 Err(f) if size > 1 && classify(&f, true) == Class::BatchTooLarge => {
-                    self.shrink(&lease, size, &f);
+                    self.shrink(&lease, Batch::Blocks, size, &f);
                 }
                 Err(f) => {
                     self.retry_or_fail(subject, f, false, &mut tries, &lease)
@@ -623,7 +623,7 @@ impl RpcClient {
         let mut parts = Vec::new();
         let mut done = 0;
         while done < hashes.len() {
-            let size = ep.tx_receipt_batch.load(Relaxed).min(hashes.len() - done);
+            let size = ep.tx_receipt_batch.get().min(hashes.len() - done);
             let body =
                 receipts::request_body("eth_getTransactionReceipt", &hashes[done..done + size]);
             let answer = self.round_trip(lease, self.post(&ep.url, body)).await;
@@ -633,11 +633,7 @@ impl RpcClient {
                     done += size;
                 }
                 Err(f) if size > 1 && classify(&f, true) == Class::BatchTooLarge => {
-                    let to = halved(size);
-                    if ep.tx_receipt_batch.fetch_min(to, Relaxed) > to {
-                        let error = self.scrub(&f.to_string());
-                        warn!(target: TARGET, endpoint = ep.scrub.endpoint(), from = size, to, error, "provider caps batch size; shrinking receipt batches");
-                    }
+                    self.shrink(lease, Batch::TxReceipts, size, &f);
                 }
                 Err(f) => return Err(f),
             }
@@ -750,19 +746,25 @@ impl RpcClient {
         Ok(())
     }
 
-    /// Halves `lease`'s endpoint's batch size after it refused `tried` calls.
-    fn shrink(&self, lease: &Lease<'_>, tried: usize, failure: &Failure) {
+    /// Halves `lease`'s endpoint's `batch` size after it refused `tried`
+    /// calls at once: the one place a refused batch size is lowered and
+    /// said (a warning the first time per endpoint and kind, then debug).
+    fn shrink(&self, lease: &Lease<'_>, batch: Batch, tried: usize, failure: &Failure) {
         let ep = lease.ep;
+        let (cap, what) = match batch {
+            Batch::Blocks => (&ep.batch_size, "batches"),
+            Batch::TxReceipts => (&ep.tx_receipt_batch, "receipt batches"),
+        };
         let to = halved(tried);
-        let from = ep.batch_size.fetch_min(to, Relaxed);
+        let from = cap.lower(to);
         if to >= from {
             return; // another batch already shrank it at least as far
         }
         let error = self.scrub(&failure.to_string());
-        if !ep.shrink_logged.swap(true, Relaxed) {
-            warn!(target: TARGET, endpoint = ep.scrub.endpoint(), from, to, error, "provider caps batch size; shrinking batches");
+        if !cap.logged.swap(true, Relaxed) {
+            warn!(target: TARGET, endpoint = ep.scrub.endpoint(), from, to, error, "provider caps batch size; shrinking {what}");
         } else {
-            debug!(target: TARGET, endpoint = ep.scrub.endpoint(), from, to, "shrinking batches again");
+            debug!(target: TARGET, endpoint = ep.scrub.endpoint(), from, to, "shrinking {what} again");
         }
     }
 
@@ -778,6 +780,16 @@ impl RpcClient {
             cause: self.scrub(&failure.to_string()),
         }
     }
+}
+
+/// Which of an endpoint's batch sizes a refusal lowers.
+#[derive(Clone, Copy)]
+enum Batch {
+    /// Blocks per `eth_getBlockByNumber` batch (and block receipts per
+    /// `eth_getBlockReceipts` batch, which follow it).
+    Blocks,
+    /// Calls per `eth_getTransactionReceipt` batch.
+    TxReceipts,
 }
 
 /// The certificates of the PEM file `rpc.tls_ca_file`.
