@@ -3,7 +3,10 @@
 //! round trip every call makes. The one [`RpcClient`] impl of the stage
 //! (besides `source`, which adapts it to the pipeline, and `log_stream`,
 //! the `eth_getLogs` side); the struct, its constants and the module docs
-//! are in `rpc/mod.rs`. It does not decode transactions or touch SQL.
+//! are in `rpc/mod.rs`. Every call that may be tried again is an
+//! [`Attempt`] run by `driver`'s one loop: this file decides nothing about
+//! retries, budgets or backoff. It does not decode transactions or touch
+//! SQL.
 
 use std::ops::RangeInclusive;
 use std::sync::Arc;
@@ -16,13 +19,13 @@ use rustls::pki_types::pem::PemObject;
 use serde_json::Value;
 use tracing::{debug, info, warn};
 
+use super::driver::{Attempt, Step, Try, retrying};
 use super::pool::{Lease, Pool, PoolSettings, Want};
-use super::retry::{Class, Failure, backoff_delay, classify, halved};
+use super::retry::{Class, Failure, classify, halved};
 use super::wire::{block_params, check_block, chunks, malformed, parse_header, quantity};
 use super::{
-    FIRST_CONTACT_RETRIES, GetLogs, RpcClient, RpcError, SERVED_SLOTS, Subject, TARGET,
-    THROTTLES_PER_RETRY, TX_RECEIPT_BATCH, Tries, USER_AGENT, batch, config_failure, logs,
-    receipts, ws,
+    GetLogs, RpcClient, RpcError, SERVED_SLOTS, Subject, TARGET, TX_RECEIPT_BATCH, USER_AGENT,
+    batch, logs, receipts, ws,
 };
 use crate::config::{LogsMode, LogsSettings, RpcSettings};
 use crate::decode::{BlockHeader, RawBlock, RawReceipts};
@@ -158,53 +161,67 @@ impl RpcClient {
     /// endpoint reports. Every endpoint that is not benched is asked, so
     /// the pool knows how far behind each one is.
     pub async fn head(&self) -> Result<u64, RpcError> {
-        let mut tries = Tries::default();
-        loop {
-            let (best, failure) = self
-                .ask_each("eth_blockNumber", |v| {
-                    quantity(v).ok_or_else(|| malformed("number", v))
-                })
-                .await;
-            if let Some((head, _)) = best.iter().max_by_key(|(h, _)| *h) {
-                for (h, i) in &best {
-                    self.pool.reported_head(*i, *h);
-                }
-                return Ok(*head);
+        struct Head;
+        impl Attempt for Head {
+            type Out = u64;
+            fn want(&self) -> Option<Want> {
+                None
             }
-            let (f, lease) = failure.expect("an answer or a failure per endpoint");
-            self.retry_or_fail(Subject::Head, f, false, &mut tries, &lease)
-                .await?;
+            async fn run<'c>(&mut self, t: Try<'_, 'c>) -> Result<Step<'c, u64>, RpcError> {
+                let c = t.client;
+                let (best, failure) = c
+                    .ask_each("eth_blockNumber", |v| {
+                        quantity(v).ok_or_else(|| malformed("number", v))
+                    })
+                    .await;
+                if let Some((head, _)) = best.iter().max_by_key(|(h, _)| *h) {
+                    for (h, i) in &best {
+                        c.pool.reported_head(*i, *h);
+                    }
+                    return Ok(Step::Done(*head));
+                }
+                let (f, lease) = failure.expect("an answer or a failure per endpoint");
+                Ok(Step::FailedAt(lease, f))
+            }
         }
+        retrying(self, Subject::Head, Head).await
     }
 
     /// The chain id (`eth_chainId`), which every endpoint that answers must
     /// agree on: endpoints of two chains would interleave their blocks.
     pub async fn chain_id(&self) -> Result<u64, RpcError> {
-        let mut tries = Tries::default();
-        loop {
-            let (ids, failure) = self
-                .ask_each("eth_chainId", |v| {
-                    quantity(v).ok_or_else(|| malformed("chain id", v))
-                })
-                .await;
-            if let Some((first, i)) = ids.first() {
-                if let Some((other, j)) = ids.iter().find(|(id, _)| id != first) {
-                    let name = |i: usize| self.pool.endpoints()[i].scrub.endpoint().to_owned();
-                    return Err(RpcError::Config {
-                        endpoint: self.names.clone(),
-                        reason: format!(
-                            "the endpoints are on different chains: {} says chain id {first}, {} says {other}",
-                            name(*i),
-                            name(*j)
-                        ),
-                    });
-                }
-                return Ok(*first);
+        struct ChainId;
+        impl Attempt for ChainId {
+            type Out = u64;
+            fn want(&self) -> Option<Want> {
+                None
             }
-            let (f, lease) = failure.expect("an answer or a failure per endpoint");
-            self.retry_or_fail(Subject::ChainId, f, false, &mut tries, &lease)
-                .await?;
+            async fn run<'c>(&mut self, t: Try<'_, 'c>) -> Result<Step<'c, u64>, RpcError> {
+                let c = t.client;
+                let (ids, failure) = c
+                    .ask_each("eth_chainId", |v| {
+                        quantity(v).ok_or_else(|| malformed("chain id", v))
+                    })
+                    .await;
+                if let Some((first, i)) = ids.first() {
+                    if let Some((other, j)) = ids.iter().find(|(id, _)| id != first) {
+                        let name = |i: usize| c.pool.endpoints()[i].scrub.endpoint().to_owned();
+                        return Err(RpcError::Config {
+                            endpoint: c.names.clone(),
+                            reason: format!(
+                                "the endpoints are on different chains: {} says chain id {first}, {} says {other}",
+                                name(*i),
+                                name(*j)
+                            ),
+                        });
+                    }
+                    return Ok(Step::Done(*first));
+                }
+                let (f, lease) = failure.expect("an answer or a failure per endpoint");
+                Ok(Step::FailedAt(lease, f))
+            }
         }
+        retrying(self, Subject::ChainId, ChainId).await
     }
 
     /// Calls `method` once on every endpoint not benched now (or on the
@@ -269,37 +286,39 @@ impl RpcClient {
     /// Header of block `n` (`eth_getBlockByNumber(n, false)`); `None` if the
     /// node has no such block. Does not wait for it.
     pub async fn header(&self, n: u64) -> Result<Option<BlockHeader>, RpcError> {
-        let subject = Subject::Block(n);
-        let want = Want {
-            block: Some(n),
-            ..Want::default()
-        };
-        let mut tries = Tries::default();
-        loop {
-            let lease = self.pool.acquire(want).await;
-            let answer = self
-                .call_on(&lease, "eth_getBlockByNumber", block_params(n, false))
-                .await
-                .and_then(|v| {
-                    if v.is_null() {
-                        Ok(None)
-                    } else {
-                        parse_header(&v).map(Some)
+        struct Header(u64);
+        impl Attempt for Header {
+            type Out = Option<BlockHeader>;
+            fn want(&self) -> Option<Want> {
+                Some(Want {
+                    block: Some(self.0),
+                    ..Want::default()
+                })
+            }
+            async fn run<'c>(&mut self, t: Try<'_, 'c>) -> Result<Step<'c, Self::Out>, RpcError> {
+                let (c, n) = (t.client, self.0);
+                let answer = c
+                    .call_on(t.lease(), "eth_getBlockByNumber", block_params(n, false))
+                    .await
+                    .and_then(|v| {
+                        if v.is_null() {
+                            Ok(None)
+                        } else {
+                            parse_header(&v).map(Some)
+                        }
+                    });
+                Ok(match answer {
+                    Ok(h) => {
+                        if h.is_some() {
+                            c.pool.has_block(t.lease(), n);
+                        }
+                        Step::Done(h)
                     }
-                });
-            match answer {
-                Ok(h) => {
-                    if h.is_some() {
-                        self.pool.has_block(&lease, n);
-                    }
-                    return Ok(h);
-                }
-                Err(f) => {
-                    self.retry_or_fail(subject, f, false, &mut tries, &lease)
-                        .await?
-                }
+                    Err(f) => Step::Failed(f),
+                })
             }
         }
+        retrying(self, Subject::Block(n), Header(n)).await
     }
 
     /// Full blocks with transactions, split into header fields and
@@ -359,31 +378,40 @@ impl RpcClient {
     /// that served it last (it is fetched again because it did not verify,
     /// did not decode, or its receipts did not match it).
     pub async fn block_again(&self, n: u64) -> Result<Option<RawBlock>, RpcError> {
-        let mut tries = Tries::default();
-        let mut want = Want {
+        struct BlockAgain(Want);
+        impl Attempt for BlockAgain {
+            type Out = Option<RawBlock>;
+            fn want(&self) -> Option<Want> {
+                Some(self.0)
+            }
+            async fn run<'c>(&mut self, t: Try<'_, 'c>) -> Result<Step<'c, Self::Out>, RpcError> {
+                let c = t.client;
+                let n = self.0.block.expect("a block");
+                let f = match c.fetch_chunk(t.lease(), n, 1).await {
+                    Ok(mut r) => match r.pop().map(|o| o.and_then(|v| check_block(n, v))) {
+                        // The other endpoint has not got it (yet): the one
+                        // that served it is the only source left.
+                        Some(Ok(None)) if self.0.avoid.take().is_some() => return Ok(Step::Again),
+                        Some(Ok(None)) => return Ok(Step::Done(None)),
+                        Some(Ok(Some(b))) => {
+                            c.record_served(n, t.lease().ep.index);
+                            return Ok(Step::Done(Some(b)));
+                        }
+                        Some(Err(f)) => f,
+                        None => Failure::BadBatch("invalid response: no answer".into()),
+                    },
+                    Err(f) => f,
+                };
+                Ok(Step::Failed(f))
+            }
+        }
+        let want = Want {
             block: Some(n),
             avoid: self.served_by(n),
             only: None,
         };
-        let mut block = loop {
-            let lease = self.pool.acquire(want).await;
-            let f = match self.fetch_chunk(&lease, n, 1).await {
-                Ok(mut r) => match r.pop().map(|o| o.and_then(|v| check_block(n, v))) {
-                    // The other endpoint has not got it (yet): the one that
-                    // served it is the only source left.
-                    Some(Ok(None)) if want.avoid.take().is_some() => continue,
-                    Some(Ok(None)) => return Ok(None),
-                    Some(Ok(Some(b))) => {
-                        self.record_served(n, lease.ep.index);
-                        break b;
-                    }
-                    Some(Err(f)) => f,
-                    None => Failure::BadBatch("invalid response: no answer".into()),
-                },
-                Err(f) => f,
-            };
-            self.retry_or_fail(Subject::Block(n), f, false, &mut tries, &lease)
-                .await?;
+        let Some(mut block) = retrying(self, Subject::Block(n), BlockAgain(want)).await? else {
+            return Ok(None);
         };
         if self.receipts {
             self.attach_receipts(std::slice::from_mut(&mut block))
@@ -441,103 +469,15 @@ impl RpcClient {
     /// size needs; retries failures (on another endpoint when one is
     /// healthy) and waits for `null` (future) blocks.
     async fn fetch_range(&self, range: RangeInclusive<u64>) -> Result<Vec<RawBlock>, RpcError> {
-        let first = *range.start();
-        let len = usize::try_from(range.end() - first + 1).expect("range bounded by batch size");
+        let (first, last) = range.into_inner();
+        let len = usize::try_from(last - first + 1).expect("range bounded by batch size");
         let mut slots: Vec<Option<RawBlock>> = (0..len).map(|_| None).collect();
-        let mut next = 0; // first slot still missing
-        let mut tries = Tries::default(); // consecutive failures without progress
-        let mut null_polls = 0;
-        while next < len {
-            let lo = first + next as u64;
-            let lease = self
-                .pool
-                .acquire(Want {
-                    block: Some(first + len as u64 - 1),
-                    ..Want::default()
-                })
-                .await;
-            let size = lease.ep.batch_size.get().min(len - next);
-            let in_batch = size > 1;
-            let results = match self.fetch_chunk(&lease, lo, size).await {
-                Ok(results) => results,
-                Err(f) if in_batch && classify(&f, true) == Class::BatchTooLarge => {
-                    self.shrink(&lease, Batch::Blocks, size, &f);
-                    continue;
-                }
-                Err(f) => {
-                    let subject = Subject::range(lo, lo + size as u64 - 1);
-                    self.retry_or_fail(subject, f, in_batch, &mut tries, &lease)
-                        .await?;
-                    continue;
-                }
-            };
-            let (mut retry, mut too_large) = (None, None);
-            let mut null = None;
-            for (i, result) in results.into_iter().enumerate() {
-                let n = lo + i as u64;
-                match result.and_then(|v| check_block(n, v)) {
-                    Ok(None) => {
-                        null.get_or_insert(n); // not produced yet
-                    }
-                    Ok(Some(v)) => {
-                        self.pool.has_block(&lease, n);
-                        self.record_served(n, lease.ep.index);
-                        slots[next + i] = Some(v)
-                    }
-                    Err(f) => match classify(&f, in_batch) {
-                        Class::Fatal if !self.pool.has_other(lease.ep.index) => {
-                            return Err(self.failed_on(&lease, Subject::Block(n), &f));
-                        }
-                        Class::BatchTooLarge => too_large = Some(f),
-                        Class::Retry | Class::Fatal => {
-                            self.stats.errors.fetch_add(1, Relaxed);
-                            retry.get_or_insert((n, f));
-                        }
-                    },
-                }
-            }
-            if let Some(n) = null {
-                self.pool.lacks_block(&lease, n);
-            }
-            let before = next;
-            while next < len && slots[next].is_some() {
-                next += 1;
-            }
-            if next > before {
-                tries.reset();
-                null_polls = 0;
-            }
-            if let Some(f) = too_large {
-                self.shrink(&lease, Batch::Blocks, size, &f);
-            } else if let Some((n, f)) = retry {
-                self.retry_or_fail(Subject::Block(n), f, false, &mut tries, &lease)
-                    .await?;
-            } else if next < len && next - before < size {
-                // A gap inside what we just fetched: the node answered null.
-                let n = first + next as u64;
-                let endpoint = lease.ep.scrub.endpoint().to_owned();
-                drop(lease);
-                if self.pool.healthy_has(n) {
-                    // Another endpoint has it: this one lags; ask that one.
-                    continue;
-                }
-                let delay = backoff_delay(
-                    null_polls,
-                    self.cfg.backoff_initial,
-                    self.cfg.backoff_max,
-                    fastrand::f64(),
-                );
-                let level_info = null_polls == 0;
-                null_polls = null_polls.saturating_add(1);
-                self.stats.null_waits.fetch_add(1, Relaxed);
-                if level_info {
-                    info!(target: TARGET, endpoint, n, "waiting for block");
-                } else {
-                    debug!(target: TARGET, endpoint, n, ?delay, "block still null");
-                }
-                tokio::time::sleep(delay).await;
-            }
-        }
+        let fetch = FetchRange {
+            first,
+            slots: &mut slots,
+            next: 0,
+        };
+        retrying(self, Subject::range(first, last), fetch).await?;
         let mut blocks: Vec<RawBlock> = slots.into_iter().flatten().collect();
         if self.receipts {
             self.attach_receipts(&mut blocks).await?;
@@ -548,54 +488,11 @@ impl RpcClient {
     /// Fetches the receipts of `blocks` by their hashes and attaches them,
     /// in batches no larger than the endpoint takes.
     async fn attach_receipts(&self, blocks: &mut [RawBlock]) -> Result<(), RpcError> {
-        let mut done = 0;
-        let mut tries = Tries::default();
-        while done < blocks.len() {
-            let lease = self
-                .pool
-                .acquire(Want {
-                    block: blocks.last().map(|b| b.header.number),
-                    ..Want::default()
-                })
-                .await;
-            let ep = lease.ep;
-            let by_tx = ep.no_block_receipts.load(Relaxed);
-            let size = if by_tx {
-                1
-            } else {
-                ep.batch_size.get().min(blocks.len() - done)
-            };
-            let part = &mut blocks[done..done + size];
-            let subject = Subject::range(part[0].header.number, part[part.len() - 1].header.number);
-            let fetched = if by_tx {
-                self.tx_receipts(&lease, &part[0]).await.map(|r| vec![r])
-            } else {
-                self.block_receipts(&lease, part).await
-            };
-            match fetched {
-                Ok(all) => {
-                    for (b, r) in part.iter_mut().zip(all) {
-                        b.receipts = Some(r);
-                    }
-                    done += size;
-                    tries.reset();
-                }
-                Err(f) if !by_tx && receipts::method_missing(&f) => {
-                    if !ep.no_block_receipts.swap(true, Relaxed) {
-                        let error = self.scrub(&f.to_string());
-                        info!(target: TARGET, endpoint = ep.scrub.endpoint(), error, "node has no eth_getBlockReceipts; fetching receipts with eth_getTransactionReceipt");
-                    }
-                }
-                Err(f) if size > 1 && classify(&f, true) == Class::BatchTooLarge => {
-                    self.shrink(&lease, Batch::Blocks, size, &f);
-                }
-                Err(f) => {
-                    self.retry_or_fail(subject, f, false, &mut tries, &lease)
-                        .await?
-                }
-            }
-        }
-        Ok(())
+        let (Some(first), Some(last)) = (blocks.first(), blocks.last()) else {
+            return Ok(());
+        };
+        let subject = Subject::range(first.header.number, last.header.number);
+        retrying(self, subject, AttachReceipts { blocks, done: 0 }).await
     }
 
     /// `eth_getBlockReceipts` for every block, in one batch.
@@ -613,8 +510,11 @@ impl RpcClient {
     }
 
     /// `eth_getTransactionReceipt` for every transaction of `b`, in batches
-    /// of at most `tx_receipt_batch` calls (halved when the provider caps
-    /// batches), read into one list. The batches share `lease`'s slot.
+    /// of at most `tx_receipt_batch` calls, read into one list. The batches
+    /// share `lease`'s slot. A batch the provider refuses as too large is
+    /// sent again at once, halved ([`shrink`](Self::shrink)); any other
+    /// failure is the caller's try failing ([`AttachReceipts`]), so this
+    /// is paging, not a retry loop.
     async fn tx_receipts(&self, lease: &Lease<'_>, b: &RawBlock) -> Result<RawReceipts, Failure> {
         let ep = lease.ep;
         let hashes = (0..b.txs.len())
@@ -659,8 +559,8 @@ impl RpcClient {
     }
 
     /// Sends with the per-request timeout and counts the outcome. A
-    /// failure is told to the pool by [`retry_or_fail`](Self::retry_or_fail)
-    /// (a refused batch size or a missing method is no fault of the
+    /// failure is told to the pool by the retry driver (`driver::weigh`;
+    /// a refused batch size or a missing method is no fault of the
     /// endpoint's), a success here.
     pub(super) async fn round_trip<T, E>(
         &self,
@@ -685,65 +585,6 @@ impl RpcClient {
         }
         self.stats.errors.fetch_add(1, Relaxed);
         Err(res)
-    }
-
-    /// Tells the pool `lease`'s endpoint failed, then fails at once on a
-    /// fatal error (unless another endpoint is healthy: a broken answer may
-    /// be that endpoint's fault) or an exhausted budget. Returns so the
-    /// caller retries: the wait is the pool's, which benches the endpoint
-    /// (or honours its Retry-After) and meanwhile hands out the others.
-    pub(super) async fn retry_or_fail(
-        &self,
-        subject: Subject,
-        failure: Failure,
-        in_batch: bool,
-        tries: &mut Tries,
-        lease: &Lease<'_>,
-    ) -> Result<(), RpcError> {
-        self.pool.failed(lease, &failure);
-        let fatal = classify(&failure, in_batch) == Class::Fatal;
-        if fatal && (!self.pool.has_other(lease.ep.index) || config_failure(&failure)) {
-            return Err(self.failed_on(lease, subject, &failure));
-        }
-        // Nothing has ever answered: after one quick retry (a node still
-        // starting), a wrong URL is said at once, not after the whole
-        // retry budget.
-        if let Failure::Unreachable(cause) = &failure {
-            if !self.answered.load(Relaxed) && tries.failures >= FIRST_CONTACT_RETRIES {
-                return Err(RpcError::Unreachable {
-                    endpoints: self.names.clone(),
-                    subject,
-                    cause: self.scrub(cause),
-                });
-            }
-        }
-        let throttled = failure.throttled().is_some();
-        let spent = if throttled {
-            tries.throttles += 1;
-            tries.throttles > self.cfg.max_retries.saturating_mul(THROTTLES_PER_RETRY)
-        } else {
-            tries.failures >= self.cfg.max_retries
-        };
-        if spent {
-            return Err(RpcError::RetriesExhausted {
-                endpoint: lease.ep.scrub.endpoint().to_owned(),
-                subject,
-                retries: tries.failures + tries.throttles,
-                last: self.scrub(&failure.to_string()),
-            });
-        }
-        if !throttled {
-            tries.failures += 1;
-        }
-        self.stats.retries.fetch_add(1, Relaxed);
-        let error = self.scrub(&failure.to_string());
-        let endpoint = lease.ep.scrub.endpoint();
-        if throttled {
-            debug!(target: TARGET, endpoint, %subject, error, "rate limited; slowing down");
-        } else {
-            warn!(target: TARGET, endpoint, %subject, attempt = tries.failures, error, "retrying");
-        }
-        Ok(())
     }
 
     /// Halves `lease`'s endpoint's `batch` size after it refused `tried`
@@ -779,6 +620,171 @@ impl RpcClient {
             subject,
             cause: self.scrub(&failure.to_string()),
         }
+    }
+}
+
+/// [`RpcClient::fetch_range`]'s tries: blocks from `first` into `slots`,
+/// in as many sub-batches as the endpoint's batch size needs.
+struct FetchRange<'s> {
+    first: u64,
+    slots: &'s mut [Option<RawBlock>],
+    /// The first slot still missing.
+    next: usize,
+}
+
+impl Attempt for FetchRange<'_> {
+    type Out = ();
+
+    fn want(&self) -> Option<Want> {
+        Some(Want {
+            block: Some(self.first + self.slots.len() as u64 - 1),
+            ..Want::default()
+        })
+    }
+
+    async fn run<'c>(&mut self, mut t: Try<'_, 'c>) -> Result<Step<'c, ()>, RpcError> {
+        let (c, lease) = (t.client, t.lease());
+        let len = self.slots.len();
+        let lo = self.first + self.next as u64;
+        let size = lease.ep.batch_size.get().min(len - self.next);
+        let in_batch = size > 1;
+        let results = match c.fetch_chunk(lease, lo, size).await {
+            Ok(results) => results,
+            Err(f) if in_batch && classify(&f, true) == Class::BatchTooLarge => {
+                c.shrink(lease, Batch::Blocks, size, &f);
+                return Ok(Step::Again);
+            }
+            Err(failure) => {
+                return Ok(Step::FailedOn {
+                    subject: Subject::range(lo, lo + size as u64 - 1),
+                    failure,
+                    in_batch,
+                });
+            }
+        };
+        let (mut retry, mut too_large) = (None, None);
+        let mut null = None;
+        for (i, result) in results.into_iter().enumerate() {
+            let n = lo + i as u64;
+            match result.and_then(|v| check_block(n, v)) {
+                Ok(None) => {
+                    null.get_or_insert(n); // not produced yet
+                }
+                Ok(Some(v)) => {
+                    c.pool.has_block(lease, n);
+                    c.record_served(n, lease.ep.index);
+                    self.slots[self.next + i] = Some(v)
+                }
+                Err(f) => match classify(&f, in_batch) {
+                    // No other endpoint to ask: the driver fails at once.
+                    Class::Fatal if !c.pool.has_other(lease.ep.index) => {
+                        return Ok(Step::FailedOn {
+                            subject: Subject::Block(n),
+                            failure: f,
+                            in_batch: false,
+                        });
+                    }
+                    Class::BatchTooLarge => too_large = Some(f),
+                    Class::Retry | Class::Fatal => {
+                        c.stats.errors.fetch_add(1, Relaxed);
+                        retry.get_or_insert((n, f));
+                    }
+                },
+            }
+        }
+        if let Some(n) = null {
+            c.pool.lacks_block(lease, n);
+        }
+        let before = self.next;
+        while self.next < len && self.slots[self.next].is_some() {
+            self.next += 1;
+        }
+        if self.next > before {
+            t.progress();
+        }
+        Ok(if self.next == len {
+            Step::Done(())
+        } else if let Some(f) = too_large {
+            c.shrink(lease, Batch::Blocks, size, &f);
+            Step::Again
+        } else if let Some((n, failure)) = retry {
+            Step::FailedOn {
+                subject: Subject::Block(n),
+                failure,
+                in_batch: false,
+            }
+        } else if self.next - before < size {
+            // A gap inside what we just fetched: the node answered null.
+            Step::NotYet(self.first + self.next as u64)
+        } else {
+            Step::Again
+        })
+    }
+}
+
+/// [`RpcClient::attach_receipts`]' tries: the receipts of `blocks` from
+/// `done` on, in batches no larger than the endpoint takes.
+struct AttachReceipts<'b> {
+    blocks: &'b mut [RawBlock],
+    done: usize,
+}
+
+impl Attempt for AttachReceipts<'_> {
+    type Out = ();
+
+    fn want(&self) -> Option<Want> {
+        Some(Want {
+            block: self.blocks.last().map(|b| b.header.number),
+            ..Want::default()
+        })
+    }
+
+    async fn run<'c>(&mut self, mut t: Try<'_, 'c>) -> Result<Step<'c, ()>, RpcError> {
+        let (c, lease) = (t.client, t.lease());
+        let ep = lease.ep;
+        let by_tx = ep.no_block_receipts.load(Relaxed);
+        let size = if by_tx {
+            1
+        } else {
+            ep.batch_size.get().min(self.blocks.len() - self.done)
+        };
+        let part = &mut self.blocks[self.done..self.done + size];
+        let subject = Subject::range(part[0].header.number, part[part.len() - 1].header.number);
+        let fetched = if by_tx {
+            c.tx_receipts(lease, &part[0]).await.map(|r| vec![r])
+        } else {
+            c.block_receipts(lease, part).await
+        };
+        Ok(match fetched {
+            Ok(all) => {
+                for (b, r) in part.iter_mut().zip(all) {
+                    b.receipts = Some(r);
+                }
+                self.done += size;
+                t.progress();
+                if self.done == self.blocks.len() {
+                    Step::Done(())
+                } else {
+                    Step::Again
+                }
+            }
+            Err(f) if !by_tx && receipts::method_missing(&f) => {
+                if !ep.no_block_receipts.swap(true, Relaxed) {
+                    let error = c.scrub(&f.to_string());
+                    info!(target: TARGET, endpoint = ep.scrub.endpoint(), error, "node has no eth_getBlockReceipts; fetching receipts with eth_getTransactionReceipt");
+                }
+                Step::Again
+            }
+            Err(f) if size > 1 && classify(&f, true) == Class::BatchTooLarge => {
+                c.shrink(lease, Batch::Blocks, size, &f);
+                Step::Again
+            }
+            Err(failure) => Step::FailedOn {
+                subject,
+                failure,
+                in_batch: false,
+            },
+        })
     }
 }
 

@@ -8,7 +8,7 @@
 //! ([`Span`]): start wide, take the suggested range or halve on a refusal,
 //! grow back after successes, never ask for the same range twice after a
 //! refusal. Pure: bodies and failures in, requests and ranges out; the
-//! loops that send them are in `log_stream`.
+//! attempts that send them are in `log_stream` (run by `driver`).
 
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};

@@ -10,12 +10,13 @@
 //! It owns the wire: batching, bounded concurrency, in-order delivery,
 //! per-request timeouts, retries with capped doubling backoff, waiting for
 //! blocks the node has not produced yet, and shrinking batches for providers
-//! that cap them. It hands out each block as a [`RawBlock`]: the header
-//! fields and the byte ranges of its transactions in the response text,
-//! found in the one pass that parses the response (with `decode`'s pure
-//! block shape), the number checked against the request. It does NOT
-//! decode transactions (that is `decode`'s job), touch SQL, or decide what
-//! to index. Endpoints appear in logs and errors only through
+//! that cap them. It hands out each block as a
+//! [`RawBlock`](crate::decode::RawBlock): the header fields and the byte
+//! ranges of its transactions in the response text, found in the one pass
+//! that parses the response (with `decode`'s pure block shape), the
+//! number checked against the request. It does NOT decode transactions
+//! (that is `decode`'s job), touch SQL, or decide what to index.
+//! Endpoints appear in logs and errors only through
 //! [`redact_url`](crate::redact::redact_url), never with credentials.
 //!
 //! Every call is a plain reqwest POST (`batch`): web3's transport parsed
@@ -24,9 +25,18 @@
 //! in a backfill. TLS is rustls everywhere, for `https://` and `wss://`
 //! alike, with the public web roots plus `rpc.tls_ca_file`. The client is
 //! the pipeline's [`Source`](crate::source::Source) (see `source`).
+//!
+//! Where things are: this file has the client's struct and constants;
+//! `client` its methods; `driver` the one retry loop every call that may
+//! be tried again runs in; `retry` the pure policy that loop applies;
+//! `pool` which endpoint a request goes to, and when; `batch`, `wire`,
+//! `receipts` and `logs` the requests and answers on the wire;
+//! `log_stream` the `eth_getLogs` side of `logs.mode = "getLogs"`; `ws`
+//! new heads over WebSocket; `types` the error type.
 
 mod batch;
 mod client;
+mod driver;
 mod log_stream;
 mod logs;
 mod pool;
@@ -45,7 +55,6 @@ use crate::config::{LogsSettings, RpcSettings};
 use crate::metrics::RpcStats;
 
 use pool::Pool;
-use retry::Failure;
 pub use types::{RpcError, Subject};
 
 /// Log target of this module.
@@ -57,13 +66,6 @@ const TX_RECEIPT_BATCH: usize = 200;
 
 /// User-Agent of every HTTP request.
 const USER_AGENT: &str = concat!("sender-indexer/", env!("CARGO_PKG_VERSION"));
-
-/// Rate-limit answers a call may meet, per retry of its budget, before it
-/// gives up: a provider that throttles is slowed down for, not abandoned.
-const THROTTLES_PER_RETRY: u32 = 8;
-
-/// Retries of a refused first contact before it is reported as a wrong URL.
-const FIRST_CONTACT_RETRIES: u32 = 2;
 
 /// Blocks whose serving endpoint is remembered, so that fetching one again
 /// asks another endpoint (see [`RpcClient::block_again`]).
@@ -100,34 +102,10 @@ struct GetLogs {
     cut_logged: AtomicBool,
 }
 
-/// What one call or batch has spent of its retry budget.
-#[derive(Debug, Default)]
-struct Tries {
-    failures: u32,
-    throttles: u32,
-}
-
-impl Tries {
-    fn reset(&mut self) {
-        *self = Tries::default();
-    }
-}
-
 impl fmt::Debug for RpcClient {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RpcClient")
             .field("cfg", &self.cfg)
             .finish_non_exhaustive()
     }
-}
-
-/// Failures that no other endpoint fixes: the request itself is wrong.
-fn config_failure(f: &Failure) -> bool {
-    matches!(
-        f,
-        Failure::Rpc {
-            code: -32601 | -32602,
-            ..
-        }
-    )
 }

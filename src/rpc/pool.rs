@@ -18,8 +18,8 @@
 //! - **latency**, so faster endpoints get more of the load.
 //!
 //! It decides only where a request goes and when it may leave: it does not
-//! build, send or parse requests, and it does not retry (the loops in
-//! `rpc/mod.rs` do, taking a new lease each time).
+//! build, send or parse requests, and it does not retry (the one retry
+//! loop, `driver`, does, taking a new lease each time).
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, MutexGuard};

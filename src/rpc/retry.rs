@@ -3,7 +3,7 @@
 //!
 //! Pure functions only: no I/O, no clock and no randomness of its own (the
 //! jitter draw is passed in), so every rule is unit-tested here. The retry
-//! loops themselves live in `rpc/mod.rs`.
+//! loop itself, which applies them, is `driver`.
 
 use std::fmt;
 use std::time::Duration;
