@@ -245,3 +245,57 @@ fn config_failure(f: &Failure) -> bool {
         }
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    /// Plays `script` (true: a 503, false: progress), then is done.
+    struct Script(Vec<bool>, usize);
+
+    impl Attempt for Script {
+        type Out = usize;
+        fn want(&self) -> Option<Want> {
+            Some(Want::default())
+        }
+        async fn run<'c>(&mut self, mut t: Try<'_, 'c>) -> Result<Step<'c, usize>, RpcError> {
+            self.1 += 1;
+            Ok(match self.0.get(self.1 - 1) {
+                None => Step::Done(self.1),
+                Some(true) => Step::Failed(Failure::Status(503)),
+                Some(false) => {
+                    t.progress();
+                    Step::Again
+                }
+            })
+        }
+    }
+
+    fn client(max_retries: u32) -> RpcClient {
+        let mut cfg = crate::config::Settings::defaults().rpc;
+        cfg.urls = vec!["http://127.0.0.1:1/".parse().unwrap()];
+        cfg.max_retries = max_retries;
+        cfg.backoff_initial = Duration::from_millis(1);
+        cfg.backoff_max = Duration::from_millis(2);
+        RpcClient::new(cfg).unwrap()
+    }
+
+    #[tokio::test]
+    async fn the_budget_is_spent_by_failures_and_given_back_by_progress() {
+        let c = client(3);
+        let run = |script: Vec<bool>| retrying(&c, Subject::Block(7), Script(script, 0));
+        // One try plus three retries, then the call gives up.
+        let e = run(vec![true; 10]).await.unwrap_err();
+        assert!(
+            matches!(e, RpcError::RetriesExhausted { retries: 3, .. }),
+            "{e}"
+        );
+        assert_eq!(e.block(), Some(7));
+        assert_eq!(c.stats.retries.load(Relaxed), 3);
+        // Progress gives the budget back; a step that is not a failure
+        // spends none of it.
+        let script = [vec![true; 3], vec![false], vec![true; 3], vec![false]].concat();
+        assert_eq!(run(script).await.unwrap(), 9);
+    }
+}
