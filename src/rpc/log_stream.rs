@@ -14,8 +14,9 @@
 //! block whose logs name another hash, or that came back with none while
 //! its header's bloom says it may hold some the filters want, is asked for
 //! again by its hash (EIP-234), which no other fork can answer. This file
-//! sends and checks; the wire and the range policy are `logs`'. It decodes
-//! no transaction and writes nothing.
+//! sends and checks; the wire and the range policy are `logs`', and its
+//! calls are tried again only by `driver`. It decodes no transaction and
+//! writes nothing.
 
 use std::collections::VecDeque;
 use std::ops::RangeInclusive;
@@ -26,10 +27,11 @@ use futures::StreamExt;
 use futures::stream::{self, BoxStream};
 use tracing::{debug, warn};
 
+use super::driver::{Attempt, Step, Try, retrying};
 use super::logs::{self, Blocks};
 use super::pool::{Lease, Want};
 use super::retry::Failure;
-use super::{RpcClient, RpcError, Subject, TARGET, Tries};
+use super::{GetLogs, RpcClient, RpcError, Subject, TARGET};
 use crate::decode::{BlockHeader, Log, RawBlock, hex0x};
 
 impl RpcClient {
@@ -51,73 +53,18 @@ impl RpcClient {
         let Some(g) = &self.get_logs else {
             return Ok(Vec::new());
         };
-        let mut out = Vec::new();
-        let mut lo = from;
-        let mut attempts = Tries::default();
-        while lo <= to {
-            let hi = to.min(lo.saturating_add(g.span.width() - 1));
-            let lease = self
-                .pool
-                .acquire(Want {
-                    block: Some(hi),
-                    ..Want::default()
-                })
-                .await;
-            match self.get_logs(&lease, Blocks::Range(lo, hi)).await {
-                Ok(got) => {
-                    let outside = got
-                        .iter()
-                        .find(|l| !l.block_number.is_some_and(|n| (lo..=hi).contains(&n)));
-                    if let Some(l) = outside {
-                        let f = Failure::Malformed(format!(
-                            "eth_getLogs for blocks {lo}..={hi} answered log {} of block {}",
-                            l.log_index,
-                            l.block_number.map_or("none".into(), |n| n.to_string())
-                        ));
-                        return Err(self.failed_on(&lease, Subject::range(lo, hi), &f));
-                    }
-                    g.span.succeeded(hi - lo + 1);
-                    out.extend(got);
-                    attempts.reset();
-                    if hi == u64::MAX {
-                        break;
-                    }
-                    lo = hi + 1;
-                }
-                Err(f) => match logs::limit(&f) {
-                    Some(limit) => {
-                        let error = self.scrub(&f.to_string());
-                        let Some(next) = g.span.refused(lo, hi, limit) else {
-                            return Err(RpcError::Failed {
-                                endpoint: lease.ep.scrub.endpoint().to_owned(),
-                                subject: Subject::Block(lo),
-                                cause: format!(
-                                    "the provider refuses eth_getLogs even for this one block: {error}"
-                                ),
-                            });
-                        };
-                        self.stats.log_range_cuts.fetch_add(1, Relaxed);
-                        if !g.cut_logged.swap(true, Relaxed) {
-                            warn!(target: TARGET, endpoint = lease.ep.scrub.endpoint(), from = lo, to = hi, retry_to = next, error, "provider limits eth_getLogs; narrowing the block range");
-                        } else {
-                            debug!(target: TARGET, from = lo, to = hi, retry_to = next, error, "narrowing eth_getLogs range");
-                        }
-                    }
-                    // A range past the node's head (a node behind, or the
-                    // head itself): some providers refuse it rather than
-                    // clamp; waiting for the node is what helps.
-                    None if beyond_head(&f) => {
-                        let f = Failure::Missing(f.to_string());
-                        self.retry_or_fail(Subject::range(lo, hi), f, false, &mut attempts, &lease)
-                            .await?
-                    }
-                    None => {
-                        self.retry_or_fail(Subject::range(lo, hi), f, false, &mut attempts, &lease)
-                            .await?
-                    }
-                },
-            }
+        if from > to {
+            return Ok(Vec::new());
         }
+        let mut range = LogsIn {
+            g,
+            to,
+            lo: from,
+            hi: from,
+            out: Vec::new(),
+        };
+        range.hi = range.end(from);
+        let mut out = retrying(self, Subject::range(from, to), range).await?;
         out.sort_by_key(|l| (l.block_number, l.log_index));
         Ok(out)
     }
@@ -126,40 +73,7 @@ impl RpcClient {
     /// not knowing the block (lagging, or load-balanced onto one that has
     /// not got it) is retried within the budget.
     pub(super) async fn logs_by_hash(&self, header: &BlockHeader) -> Result<Vec<Log>, RpcError> {
-        let mut attempts = Tries::default();
-        loop {
-            self.stats.log_refetches.fetch_add(1, Relaxed);
-            let lease = self
-                .pool
-                .acquire(Want {
-                    block: Some(header.number),
-                    ..Want::default()
-                })
-                .await;
-            let f = match self.get_logs(&lease, Blocks::Hash(header.hash)).await {
-                Ok(got) => match got.iter().find(|l| l.block_hash != Some(header.hash)) {
-                    None => return Ok(got),
-                    Some(l) => Failure::Missing(format!(
-                        "eth_getLogs by block hash {} answered a log of block hash {}",
-                        hex0x(&header.hash),
-                        l.block_hash.map_or("none".into(), |h| hex0x(&h))
-                    )),
-                },
-                // "unknown block", "header not found": a node behind.
-                Err(Failure::Rpc { code, message }) => {
-                    Failure::Missing(format!("json-rpc error {code}: {message}"))
-                }
-                Err(f) => f,
-            };
-            self.retry_or_fail(
-                Subject::Block(header.number),
-                f,
-                false,
-                &mut attempts,
-                &lease,
-            )
-            .await?;
-        }
+        retrying(self, Subject::Block(header.number), LogsByHash(header)).await
     }
 
     /// `got`, the range answer's logs for the block `header` names, or the
@@ -226,6 +140,135 @@ impl RpcClient {
             Some((item, st))
         })
         .boxed()
+    }
+}
+
+/// [`RpcClient::logs_in`]'s tries: `lo..=hi` next, as wide as the
+/// adaptive span allows, until `to`.
+struct LogsIn<'g> {
+    g: &'g GetLogs,
+    to: u64,
+    lo: u64,
+    hi: u64,
+    out: Vec<Log>,
+}
+
+impl LogsIn<'_> {
+    /// The end of a call from `lo`, by the span's width now.
+    fn end(&self, lo: u64) -> u64 {
+        self.to.min(lo.saturating_add(self.g.span.width() - 1))
+    }
+}
+
+impl Attempt for LogsIn<'_> {
+    type Out = Vec<Log>;
+
+    fn want(&self) -> Option<Want> {
+        Some(Want {
+            block: Some(self.hi),
+            ..Want::default()
+        })
+    }
+
+    async fn run<'c>(&mut self, mut t: Try<'_, 'c>) -> Result<Step<'c, Vec<Log>>, RpcError> {
+        let (c, lease) = (t.client, t.lease());
+        let (g, lo, hi) = (self.g, self.lo, self.hi);
+        let step = match c.get_logs(lease, Blocks::Range(lo, hi)).await {
+            Ok(got) => {
+                let outside = got
+                    .iter()
+                    .find(|l| !l.block_number.is_some_and(|n| (lo..=hi).contains(&n)));
+                if let Some(l) = outside {
+                    let f = Failure::Malformed(format!(
+                        "eth_getLogs for blocks {lo}..={hi} answered log {} of block {}",
+                        l.log_index,
+                        l.block_number.map_or("none".into(), |n| n.to_string())
+                    ));
+                    return Err(c.failed_on(lease, Subject::range(lo, hi), &f));
+                }
+                g.span.succeeded(hi - lo + 1);
+                self.out.extend(got);
+                t.progress();
+                if hi == self.to {
+                    return Ok(Step::Done(std::mem::take(&mut self.out)));
+                }
+                self.lo = hi + 1;
+                Step::Again
+            }
+            Err(f) => match logs::limit(&f) {
+                Some(limit) => {
+                    let error = c.scrub(&f.to_string());
+                    let Some(next) = g.span.refused(lo, hi, limit) else {
+                        return Err(RpcError::Failed {
+                            endpoint: lease.ep.scrub.endpoint().to_owned(),
+                            subject: Subject::Block(lo),
+                            cause: format!(
+                                "the provider refuses eth_getLogs even for this one block: {error}"
+                            ),
+                        });
+                    };
+                    c.stats.log_range_cuts.fetch_add(1, Relaxed);
+                    if !g.cut_logged.swap(true, Relaxed) {
+                        warn!(target: TARGET, endpoint = lease.ep.scrub.endpoint(), from = lo, to = hi, retry_to = next, error, "provider limits eth_getLogs; narrowing the block range");
+                    } else {
+                        debug!(target: TARGET, from = lo, to = hi, retry_to = next, error, "narrowing eth_getLogs range");
+                    }
+                    Step::Again
+                }
+                // A range past the node's head (a node behind, or the
+                // head itself): some providers refuse it rather than
+                // clamp; waiting for the node is what helps.
+                None if beyond_head(&f) => Step::FailedOn {
+                    subject: Subject::range(lo, hi),
+                    failure: Failure::Missing(f.to_string()),
+                    in_batch: false,
+                },
+                None => Step::FailedOn {
+                    subject: Subject::range(lo, hi),
+                    failure: f,
+                    in_batch: false,
+                },
+            },
+        };
+        // The next call's end, by the span as it is now (another call may
+        // have narrowed it meanwhile).
+        self.hi = self.end(self.lo);
+        Ok(step)
+    }
+}
+
+/// [`RpcClient::logs_by_hash`]'s tries.
+struct LogsByHash<'h>(&'h BlockHeader);
+
+impl Attempt for LogsByHash<'_> {
+    type Out = Vec<Log>;
+
+    fn want(&self) -> Option<Want> {
+        Some(Want {
+            block: Some(self.0.number),
+            ..Want::default()
+        })
+    }
+
+    async fn run<'c>(&mut self, t: Try<'_, 'c>) -> Result<Step<'c, Vec<Log>>, RpcError> {
+        let (c, header) = (t.client, self.0);
+        c.stats.log_refetches.fetch_add(1, Relaxed);
+        let f = match c.get_logs(t.lease(), Blocks::Hash(header.hash)).await {
+            Ok(got) => match got.iter().find(|l| l.block_hash != Some(header.hash)) {
+                None => return Ok(Step::Done(got)),
+                Some(l) => Failure::Missing(format!(
+                    "eth_getLogs by block hash {} answered a log of block hash {}",
+                    hex0x(&header.hash),
+                    l.block_hash.map_or("none".into(), |h| hex0x(&h))
+                )),
+            },
+            // "unknown block", "header not found": a node behind.
+            Err(Failure::Rpc { code, message }) => {
+                Failure::Missing(format!("json-rpc error {code}: {message}"))
+            }
+            Err(f) => f,
+        };
+        Ok(Step::Failed(f))
     }
 }
 

@@ -8,13 +8,13 @@
 //! ([`Span`]): start wide, take the suggested range or halve on a refusal,
 //! grow back after successes, never ask for the same range twice after a
 //! refusal. Pure: bodies and failures in, requests and ranges out; the
-//! loops that send them are in `log_stream`.
+//! attempts that send them are in `log_stream` (run by `driver`).
 
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 use super::batch::Resp;
-use super::retry::Failure;
+use super::retry::{Failure, halved};
 use crate::config::LogsSettings;
 use crate::decode::{Address, B256, Log, hex0x, logs_from_json};
 
@@ -233,9 +233,9 @@ impl Span {
             Limit::Suggested(a, b) if a == from && a <= b && b < to => b - a + 1,
             Limit::MaxBlocks(n) => {
                 self.cap.fetch_min(n, Relaxed);
-                if n < len { n } else { len / 2 }
+                if n < len { n } else { halved(len) }
             }
-            Limit::Suggested(..) | Limit::Halve => len / 2,
+            Limit::Suggested(..) | Limit::Halve => halved(len),
         }
         .clamp(1, len - 1);
         self.width.fetch_min(next, Relaxed);

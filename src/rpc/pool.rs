@@ -18,10 +18,10 @@
 //! - **latency**, so faster endpoints get more of the load.
 //!
 //! It decides only where a request goes and when it may leave: it does not
-//! build, send or parse requests, and it does not retry (the loops in
-//! `rpc/mod.rs` do, taking a new lease each time).
+//! build, send or parse requests, and it does not retry (the one retry
+//! loop, `driver`, does, taking a new lease each time).
 
-use std::sync::atomic::{AtomicBool, AtomicUsize};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -42,16 +42,42 @@ pub(crate) struct Endpoint {
     /// logged.
     pub(crate) url: url::Url,
     pub(crate) scrub: Scrubber,
-    /// Current batch size; only ever shrinks, shared by all in-flight
-    /// batches so one refusal teaches every task.
-    pub(crate) batch_size: AtomicUsize,
-    pub(crate) shrink_logged: AtomicBool,
+    /// Calls per block batch now (see [`BatchCap`]).
+    pub(crate) batch_size: BatchCap,
     /// It answered that it has no `eth_getBlockReceipts`.
     pub(crate) no_block_receipts: AtomicBool,
-    /// Calls per `eth_getTransactionReceipt` batch; only ever shrinks.
-    pub(crate) tx_receipt_batch: AtomicUsize,
+    /// Calls per `eth_getTransactionReceipt` batch now.
+    pub(crate) tx_receipt_batch: BatchCap,
     pub(crate) stats: Arc<EndpointStats>,
     state: Mutex<State>,
+}
+
+/// A batch size an endpoint may cap: only ever shrinks, and is shared by
+/// every batch in flight, so one refusal teaches every task. Lowered only by
+/// `RpcClient::shrink`.
+pub(crate) struct BatchCap {
+    size: AtomicUsize,
+    /// A shrink was logged as a warning; later ones are debug lines.
+    pub(crate) logged: AtomicBool,
+}
+
+impl BatchCap {
+    fn new(size: usize) -> BatchCap {
+        BatchCap {
+            size: AtomicUsize::new(size),
+            logged: AtomicBool::new(false),
+        }
+    }
+
+    /// Calls per batch now.
+    pub(crate) fn get(&self) -> usize {
+        self.size.load(Relaxed)
+    }
+
+    /// Lowers it to `to` unless it is that low already: the size before.
+    pub(crate) fn lower(&self, to: usize) -> usize {
+        self.size.fetch_min(to, Relaxed)
+    }
 }
 
 struct State {
@@ -151,10 +177,9 @@ impl Pool {
                     url: url.clone(),
                     stats: Arc::new(EndpointStats::new(scrub.endpoint().to_owned())),
                     scrub,
-                    batch_size: AtomicUsize::new(s.batch_size),
-                    shrink_logged: AtomicBool::new(false),
+                    batch_size: BatchCap::new(s.batch_size),
                     no_block_receipts: AtomicBool::new(false),
-                    tx_receipt_batch: AtomicUsize::new(s.tx_receipt_batch),
+                    tx_receipt_batch: BatchCap::new(s.tx_receipt_batch),
                     state: Mutex::new(State {
                         in_flight: 0,
                         limit: s.max_in_flight as f64,

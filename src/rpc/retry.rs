@@ -3,7 +3,7 @@
 //!
 //! Pure functions only: no I/O, no clock and no randomness of its own (the
 //! jitter draw is passed in), so every rule is unit-tested here. The retry
-//! loops themselves live in `rpc/mod.rs`.
+//! loop itself, which applies them, is `driver`.
 
 use std::fmt;
 use std::time::Duration;
@@ -215,9 +215,14 @@ pub(crate) fn backoff_delay(
     base.mul_f64(0.5 + 0.5 * jitter.clamp(0.0, 1.0))
 }
 
-/// Next effective batch size after a provider refused `tried` calls at once.
-pub(crate) fn halved(tried: usize) -> usize {
-    (tried / 2).max(1)
+/// Next size after a provider refused `tried` (calls in a batch, blocks in
+/// an `eth_getLogs` range) at once: half, never below one. Every halving of
+/// the stage goes through here.
+pub(crate) fn halved<N>(tried: N) -> N
+where
+    N: Copy + Ord + From<u8> + std::ops::Div<Output = N>,
+{
+    (tried / N::from(2)).max(N::from(1))
 }
 
 #[cfg(test)]
@@ -255,7 +260,8 @@ mod tests {
         assert_eq!(halved(50), 25);
         assert_eq!(halved(3), 1);
         assert_eq!(halved(1), 1);
-        assert_eq!(halved(0), 1);
+        assert_eq!(halved(0usize), 1);
+        assert_eq!(halved(7u64), 3);
     }
 
     #[test]

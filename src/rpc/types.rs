@@ -1,5 +1,5 @@
 //! Plain data of the rpc stage: what a failure was about, and the error
-//! type. No I/O and no policy here; the client in `rpc/mod.rs` fills them.
+//! type. No I/O and no policy here; the client (`rpc/client.rs`) fills them.
 //! (Its settings are `crate::config::RpcSettings`, its counters
 //! `crate::metrics::RpcStats`.)
 

@@ -309,7 +309,7 @@ fn settings(url: &str, max_response_mib: usize) -> RpcSettings {
 /// answers capped at `max_response_mib`; it must name the block.
 async fn block_7_error(body: Vec<u8>, max_response_mib: usize) -> String {
     let rpc = RpcClient::new(settings(&answering(body).await, max_response_mib)).unwrap();
-    let e = tokio::time::timeout(Duration::from_secs(30), rpc.blocks(7..=7))
+    let e = tokio::time::timeout(Duration::from_secs(30), rpc.blocks_vec(7..=7))
         .await
         .unwrap()
         .unwrap_err()
