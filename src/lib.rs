@@ -49,4 +49,6 @@ pub mod shutdown;
 pub mod sink;
 pub mod source;
 pub mod store;
+#[doc(hidden)]
+pub mod testing;
 pub mod verify;

@@ -22,11 +22,11 @@
 mod defer_indexes;
 mod follow;
 mod leased;
-mod range;
+pub(crate) mod range;
 
 pub use follow::{ConvergeEnd, FollowStart, backfill, follow};
 pub use leased::leased_backfill;
-pub use range::{Step, check_block_text, index_range};
+pub use range::{Step, index_range};
 
 use std::sync::Arc;
 

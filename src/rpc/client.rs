@@ -145,7 +145,7 @@ impl RpcClient {
 
     /// Batch size in use now on the first endpoint (smaller than configured
     /// if the provider capped it).
-    pub fn effective_batch_size(&self) -> usize {
+    pub(crate) fn effective_batch_size(&self) -> usize {
         self.pool.endpoints()[0].batch_size.get()
     }
 
@@ -328,7 +328,10 @@ impl RpcClient {
     /// Waits for blocks the node has not produced yet.
     ///
     /// [`Source::blocks`]: crate::source::Source::blocks
-    pub async fn blocks_vec(&self, range: RangeInclusive<u64>) -> Result<Vec<RawBlock>, RpcError> {
+    pub(crate) async fn blocks_vec(
+        &self,
+        range: RangeInclusive<u64>,
+    ) -> Result<Vec<RawBlock>, RpcError> {
         stream::iter(chunks(range, self.cfg.batch_size.get()))
             .map(|r| self.fetch_range(r))
             .buffered(self.depth())

@@ -181,7 +181,6 @@ pub(super) fn describe(events: &[EventSettings]) -> Result<Vec<&'static Table>> 
             name: Box::leak(name.clone().into_boxed_str()),
             block_column: "block_number",
             columns: Box::leak(columns.into_boxed_slice()),
-            rolled_back: true,
             lookup_indexes: &[],
             rows: Rows::Event(Box::new(EventTable {
                 spec,

@@ -421,7 +421,7 @@ impl Store {
             }
         }
         if !replaced.is_empty() {
-            for table in self.tables.iter().filter(|t| t.rolled_back) {
+            for table in self.tables.iter() {
                 // Names come from the table descriptions, never from input.
                 sqlx::query(AssertSqlSafe(format!(
                     "DELETE FROM {} WHERE {} = ANY($1)",
@@ -516,7 +516,7 @@ impl Store {
         last: u64,
     ) -> Result<u64> {
         let mut deleted = 0;
-        for table in self.tables.iter().filter(|t| t.rolled_back) {
+        for table in self.tables.iter() {
             // Names come from the table descriptions, never from input.
             let r = sqlx::query(AssertSqlSafe(format!(
                 "DELETE FROM {} WHERE {} BETWEEN $1 AND $2",

@@ -24,10 +24,6 @@ pub struct Table {
     pub block_column: &'static str,
     /// Columns in the order [`Table::encode`] writes them.
     pub columns: &'static [&'static str],
-    /// Whether a reorg rollback (and a replaced block) deletes its rows.
-    /// Every table of block data does; a table that outlives reorgs (a
-    /// ledger of work done) would not.
-    pub rolled_back: bool,
     /// Indexes users query by, which a bulk load drops and builds at its
     /// end (see `indexes`). The primary key is never among them.
     pub lookup_indexes: &'static [LookupIndex],
@@ -93,7 +89,6 @@ pub static BLOCKS: Table = Table {
         "tx_count",
         "verified",
     ],
-    rolled_back: true,
     lookup_indexes: &[],
     rows: Rows::Fixed(|block, out| {
         let h = &block.header;
@@ -135,7 +130,6 @@ pub static TRANSACTIONS: Table = Table {
         "max_priority_fee_per_gas",
         "input_selector",
     ],
-    rolled_back: true,
     lookup_indexes: &[
         LookupIndex {
             name: "transactions_sender_idx",
@@ -221,7 +215,6 @@ pub static LOGS: Table = Table {
         "topic3",
         "data",
     ],
-    rolled_back: true,
     lookup_indexes: &[
         LookupIndex {
             name: "logs_address_topic0_idx",
@@ -270,7 +263,6 @@ pub static AUTHORIZATIONS: Table = Table {
         "authority",
         "error",
     ],
-    rolled_back: true,
     lookup_indexes: &[LookupIndex {
         name: "authorizations_authority_idx",
         columns: "authority",

@@ -21,8 +21,8 @@ use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, FileFailurePersistence};
 use sender_indexer::decode::{Tx, split_block};
-use sender_indexer::pipeline::check_block_text;
 use sender_indexer::recover::recover_tx;
+use sender_indexer::testing::check_block_text;
 use serde_json::{Value, json};
 
 use crate::support::fixtures;

@@ -10,8 +10,8 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::time::Duration;
 
 use sender_indexer::config::RpcSettings;
-use sender_indexer::pipeline::check_block_text;
 use sender_indexer::rpc::RpcClient;
+use sender_indexer::testing::check_block_text;
 use serde_json::{Value, json};
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpListener;
@@ -309,11 +309,14 @@ fn settings(url: &str, max_response_mib: usize) -> RpcSettings {
 /// answers capped at `max_response_mib`; it must name the block.
 async fn block_7_error(body: Vec<u8>, max_response_mib: usize) -> String {
     let rpc = RpcClient::new(settings(&answering(body).await, max_response_mib)).unwrap();
-    let e = tokio::time::timeout(Duration::from_secs(30), rpc.blocks_vec(7..=7))
-        .await
-        .unwrap()
-        .unwrap_err()
-        .to_string();
+    let e = tokio::time::timeout(
+        Duration::from_secs(30),
+        sender_indexer::testing::blocks(&rpc, 7..=7),
+    )
+    .await
+    .unwrap()
+    .unwrap_err()
+    .to_string();
     assert!(e.contains("block 7") || e.contains("blocks 7"), "{e}");
     e
 }

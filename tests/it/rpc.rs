@@ -9,6 +9,7 @@ use futures::StreamExt;
 use sender_indexer::config::{RpcSettings, Settings};
 use sender_indexer::decode::RawBlock;
 use sender_indexer::rpc::{RpcClient, RpcError};
+use sender_indexer::testing;
 use serde_json::Value;
 
 use crate::support::rpc_server::{Fault, RpcServer, synthetic_block};
@@ -106,10 +107,10 @@ async fn stream_delivers_blocks_in_order_across_concurrent_batches() {
         "more than max_in_flight batches"
     );
 
-    let some = within(rpc.blocks_vec(100..=250)).await.unwrap();
+    let some = within(testing::blocks(&rpc, 100..=250)).await.unwrap();
     assert_eq!(numbers(&some), (100..=250).collect::<Vec<_>>());
     assert!(
-        within(rpc.blocks_vec(std::ops::RangeInclusive::new(5, 4)))
+        within(testing::blocks(&rpc, std::ops::RangeInclusive::new(5, 4)))
             .await
             .unwrap()
             .is_empty()
@@ -139,7 +140,7 @@ async fn retries_through_transient_faults() {
     for fault in faults {
         let retries = rpc.stats().retries();
         server.fail_next(2, fault.clone());
-        let got = within(rpc.blocks_vec(0..=29))
+        let got = within(testing::blocks(&rpc, 0..=29))
             .await
             .unwrap_or_else(|e| panic!("{fault:?}: {e}"));
         assert_eq!(numbers(&got), (0..30).collect::<Vec<_>>(), "{fault:?}");
@@ -163,7 +164,7 @@ async fn waits_for_null_blocks_until_head_rises() {
 
     let fetch = tokio::spawn({
         let rpc = Arc::clone(&rpc);
-        async move { rpc.blocks_vec(10..=39).await }
+        async move { testing::blocks(&rpc, 10..=39).await }
     });
     tokio::time::sleep(300 * MS).await;
     assert!(
@@ -199,9 +200,9 @@ async fn adapts_to_a_provider_batch_cap() {
     .await;
     assert_eq!(numbers(&got), (0..300).collect::<Vec<_>>());
     assert!(
-        rpc.effective_batch_size() <= 8,
+        testing::batch_size(&rpc) <= 8,
         "batch size {}",
-        rpc.effective_batch_size()
+        testing::batch_size(&rpc)
     );
     assert!(server.rejected_batches() >= 1);
     assert_eq!(
@@ -212,9 +213,9 @@ async fn adapts_to_a_provider_batch_cap() {
 
     // A provider refusing batches outright: down to single requests.
     server.set_batch_cap(Some(1));
-    let got = within(rpc.blocks_vec(0..=20)).await.unwrap();
+    let got = within(testing::blocks(&rpc, 0..=20)).await.unwrap();
     assert_eq!(numbers(&got), (0..=20).collect::<Vec<_>>());
-    assert_eq!(rpc.effective_batch_size(), 1);
+    assert_eq!(testing::batch_size(&rpc), 1);
 }
 
 #[tokio::test]
@@ -229,7 +230,7 @@ async fn exhausted_retries_name_endpoint_and_block_without_credentials() {
     });
 
     server.fail_next(100, Fault::Status(503));
-    let err = within(rpc.blocks_vec(5..=5)).await.unwrap_err();
+    let err = within(testing::blocks(&rpc, 5..=5)).await.unwrap_err();
     let msg = err.to_string();
     assert_eq!(
         msg,
@@ -251,7 +252,10 @@ async fn exhausted_retries_name_endpoint_and_block_without_credentials() {
         max_retries: 1,
         ..config(&url)
     });
-    let msg = within(rpc.blocks_vec(7..=9)).await.unwrap_err().to_string();
+    let msg = within(testing::blocks(&rpc, 7..=9))
+        .await
+        .unwrap_err()
+        .to_string();
     assert!(
         msg.starts_with(&format!(
             "rpc http://127.0.0.1:{closed}/: blocks 7..=9: gave up"
@@ -303,7 +307,7 @@ async fn header_gives_hashes_for_reorg_checks() {
     let server = chain(50).await;
     let rpc = client(config(&server.url()));
     let h = within(rpc.header(42)).await.unwrap().unwrap();
-    let blocks = rpc.blocks_vec(41..=42).await.unwrap();
+    let blocks = testing::blocks(&rpc, 41..=42).await.unwrap();
     assert_eq!(h.number, 42);
     assert_eq!(h.hash, blocks[1].header.hash);
     assert_eq!(h.parent_hash, blocks[0].header.hash);

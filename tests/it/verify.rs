@@ -7,7 +7,7 @@
 
 use serde_json::Value;
 
-use sender_indexer::pipeline::check_block_text;
+use sender_indexer::testing::check_block_text;
 
 use crate::support::fixtures;
 
