@@ -2,34 +2,39 @@
 //! transaction's sender from its signature instead of trusting the node's
 //! `from` field.
 //!
-//! Data flows one way, one module per stage:
+//! Data flows one way, one module per stage, and a block enters
+//! [`verify`] once:
 //!
 //! ```text
-//!   rpc  ──JSON──▶  decode  ──typed txs──▶  recover  ──senders──▶  store
-//!  (I/O)           (pure)                 (CPU pool)              (SQL)
-//!                     ▲                                              │
-//!                     └──────────────── pipeline ◀───────────────────┘
-//!                        (backfill, follow: orchestration only)
+//!   rpc ──text──▶ decode + recover ──txs, senders──▶ pipeline ──▶ verify ──▶ store
+//!  (I/O)          (pure; CPU pool)                   (joins a     (pure)     (SQL)
+//!   impl Source                                       block)                 impl Sink
 //! ```
 //!
-//! * [`rpc`] talks JSON-RPC (batching, retries, ordering); it does not decode.
+//! * [`rpc`] talks JSON-RPC (batching, one retry driver, ordering); it
+//!   decodes no transaction and checks no answer.
 //! * [`decode`] turns JSON transaction objects into our own types and builds
 //!   signing hashes; no I/O, no crypto context.
 //! * [`recover`] owns the one process-wide secp256k1 context and the bounded
-//!   worker pool; no async, no SQL.
-//! * [`verify`] recomputes each block (transaction hashes, the tries, the
-//!   bloom, the header hash) and checks it against its trust anchors; pure,
-//!   called by the pipeline between recovery and the store.
+//!   worker pool; no async, no SQL, no verification.
+//! * [`block`] is the checked block a sink stores: neither recover's nor
+//!   the store's.
+//! * [`verify`] holds every check of a block (receipts and logs against
+//!   their block, transaction hashes, the tries, the bloom, the header hash,
+//!   the anchors) behind one call, [`verify::check`], and links a run to its
+//!   trust anchors ([`verify::link`]); its answer says whether fetching the
+//!   block again can help.
 //! * [`store`] owns every SQL statement; it does not know about RPC.
 //! * [`pipeline`] wires the stages with bounded channels and handles
-//!   checkpoints, reorgs and shutdown. It reaches the chain through a
-//!   [`source::Source`] (the rpc client is one) and storage through a
-//!   [`sink::Sink`] (the store is one), and nothing else.
+//!   checkpoints, reorgs, refetches and shutdown. It reaches the chain
+//!   through a [`source::Source`] (the rpc client is one) and storage
+//!   through a [`sink::Sink`] (the store is one), and nothing else.
 //! * [`app`] runs a command: settings, the database, clients, signals, the
 //!   metrics server, the read-only commands; [`config`] parses settings.
 //!
-//! Where a change goes: a new table is one description in `store/tables.rs`
-//! plus its migration; a new chain source is one `impl Source`; a new
+//! Where a change goes: README.md, Design. A new table is one description
+//! in `store/tables.rs` plus its migration; a new check of a block is a
+//! function in `verify`; a new chain source is one `impl Source`; a new
 //! storage backend one `impl Sink`.
 
 pub mod app;
