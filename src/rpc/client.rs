@@ -344,7 +344,7 @@ impl RpcClient {
         self.cfg.max_in_flight.get() * self.pool.endpoints().len()
     }
 
-    /// Like [`blocks_vec`](Self::blocks_vec), but streamed: up to `max_in_flight`
+    /// Full blocks of `range`, split as [`RawBlock`]s, streamed: up to `max_in_flight`
     /// batches per endpoint are fetched concurrently and blocks come out
     /// strictly in order. Nothing is fetched beyond what the consumer pulls
     /// plus the in-flight window, so memory stays bounded. Ends after the
