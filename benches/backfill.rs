@@ -29,7 +29,9 @@
 //! transactions). Knobs: `BENCH_BATCH_SIZE`, `BENCH_CONCURRENCY` (the
 //! child's `--batch-size`/`--concurrency`), `BENCH_ARGS` (more flags for
 //! the child, e.g. `--threads 1`), `BENCH_ROUNDS` (rounds of the floor),
-//! `BENCH_WRAP` (a profiler command to run the child under),
+//! `BENCH_WRAP` (a profiler command to run the child under), `BENCH_BIN`
+//! (another build of the binary, e.g. the commit before a change, to run
+//! as the child on the same server and data),
 //! `BENCH_PG_SETTINGS` (server settings applied by `ALTER SYSTEM` and a
 //! reload before the run, e.g. `max_wal_size=8GB checkpoint_timeout=30min`).
 //!
@@ -423,7 +425,7 @@ async fn run() -> anyhow::Result<()> {
     // include the wrapper.
     let wrap = std::env::var("BENCH_WRAP").unwrap_or_default();
     let mut argv: Vec<String> = wrap.split_whitespace().map(String::from).collect();
-    argv.push(BIN.to_string());
+    argv.push(std::env::var("BENCH_BIN").unwrap_or_else(|_| BIN.to_string()));
     argv.extend(args);
     println!("child: {}", argv.join(" "));
     let mut cmd = Command::new(&argv[0]);
@@ -432,7 +434,7 @@ async fn run() -> anyhow::Result<()> {
     let (pg_cpu0, self_cpu0) = (postgres_cpu_secs(cluster.pid()), common::self_cpu_secs());
     let run = tokio::task::spawn_blocking(move || common::run_child(&mut cmd))
         .await?
-        .with_context(|| format!("running {BIN}"))?;
+        .with_context(|| format!("running {}", argv[0]))?;
     let self_cpu = common::self_cpu_secs() - self_cpu0;
     tokio::time::sleep(Duration::from_millis(300)).await; // backends exit, get reaped
     let pg_cpu = postgres_cpu_secs(cluster.pid()) - pg_cpu0;
