@@ -16,6 +16,8 @@ use std::str::FromStr;
 
 use crate::decode::{Address, B256, BlockHeader, Tx, keccak};
 
+#[cfg(test)]
+mod tests;
 
 /// A family of chains sharing transaction types, sender rules, receipts
 /// and header layout.
