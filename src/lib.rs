@@ -29,6 +29,8 @@
 //!   checkpoints, reorgs, refetches and shutdown. It reaches the chain
 //!   through a [`source::Source`] (the rpc client is one) and storage
 //!   through a [`sink::Sink`] (the store is one), and nothing else.
+//! * [`chain`] holds each chain family's rules as data (tx types, sender
+//!   sources, receipt and header layouts, what can be verified); pure.
 //! * [`app`] runs a command: settings, the database, clients, signals, the
 //!   metrics server, the read-only commands; [`config`] parses settings.
 //!
@@ -39,6 +41,7 @@
 
 pub mod app;
 pub mod block;
+pub mod chain;
 pub mod cli;
 pub mod config;
 pub mod decode;

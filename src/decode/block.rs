@@ -51,6 +51,13 @@ pub struct HeaderFields {
     pub requests_hash: Option<B256>,
     /// `withdrawals` (Shanghai), when the block object lists them.
     pub withdrawals: Option<Vec<Withdrawal>>,
+    /// Avalanche C-chain (coreth) only: the hash of the block's atomic
+    /// (extra) data, right after the 15 legacy fields; and after the base
+    /// fee, the gas its atomic txs used and the block gas cost. A header
+    /// with `extDataHash` is hashed with coreth's layout.
+    pub ext_data_hash: Option<B256>,
+    pub ext_data_gas_used: Option<U256>,
+    pub block_gas_cost: Option<U256>,
 }
 
 /// How the block is sealed: proof of work's (kept as zeros after the
@@ -128,6 +135,12 @@ pub struct BlockWire<'a> {
     requests_hash: Option<&'a str>,
     #[serde(borrow, default)]
     withdrawals: Option<Vec<WireWithdrawal<'a>>>,
+    #[serde(borrow)]
+    ext_data_hash: Option<&'a str>,
+    #[serde(borrow)]
+    ext_data_gas_used: Option<&'a str>,
+    #[serde(borrow)]
+    block_gas_cost: Option<&'a str>,
     #[serde(borrow, default)]
     transactions: Option<Vec<&'a RawValue>>,
 }
@@ -239,6 +252,9 @@ impl BlockWire<'_> {
             parent_beacon_block_root: h("parentBeaconBlockRoot", self.parent_beacon_block_root)?,
             requests_hash: h("requestsHash", self.requests_hash)?,
             withdrawals,
+            ext_data_hash: h("extDataHash", self.ext_data_hash)?,
+            ext_data_gas_used: q("extDataGasUsed", self.ext_data_gas_used)?,
+            block_gas_cost: q("blockGasCost", self.block_gas_cost)?,
         }))
     }
 }

@@ -20,9 +20,13 @@
 //! * `bloom`: the header's logs bloom.
 //! * `event`: logs decoded by an event signature (`[[events]]`).
 //! * `signing`: signing payloads and their keccak hash.
+//! * `chain_tx`: the fields and encodings of chain-specific types (OP
+//!   deposits, Scroll L1 messages, Arbitrum's unsigned types, Celo's
+//!   fee-currency txs), read by the family [`crate::chain::Family`] names.
 
 mod block;
 mod bloom;
+mod chain_tx;
 mod event;
 mod hex;
 mod receipt;
@@ -34,6 +38,7 @@ pub use block::{
     BlockHeader, BlockWire, HeaderFields, RawBlock, RawReceipts, Seal, Withdrawal, split_block,
 };
 pub use bloom::{Bloom, BloomCache, bloom_add, bloom_may_contain};
+pub use chain_tx::{ArbitrumFields, CeloFields, ChainFields, OpDeposit, ScrollL1Message};
 pub use event::{ColumnKind, EventSpec, Param, SignatureError, Value};
 pub use hex::{DecodeError, U256, hex0x, parse_bytes, parse_fixed, parse_u64, parse_u256};
 pub use receipt::{Log, Receipt, logs_from_json, receipts_from_slices};

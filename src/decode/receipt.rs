@@ -43,6 +43,11 @@ pub struct Receipt {
     pub effective_gas_price: Option<U256>,
     pub contract_address: Option<Address>,
     pub logs: Vec<Log>,
+    /// OP Stack deposit receipts (type 0x7e): the depositor's nonce
+    /// (Regolith+) and the receipt version (Canyon+), both part of the
+    /// receipt's consensus encoding when present.
+    pub deposit_nonce: Option<u64>,
+    pub deposit_receipt_version: Option<u64>,
 }
 
 #[derive(Deserialize)]
@@ -74,6 +79,14 @@ struct WireReceipt<'a> {
     contract_address: Option<&'a [u8]>,
     #[serde(borrow, default)]
     logs: Option<Vec<WireLog<'a>>>,
+    #[serde(borrow)]
+    deposit_nonce: Option<&'a [u8]>,
+    #[serde(borrow)]
+    deposit_receipt_version: Option<&'a [u8]>,
+    // Every other field (OP's `l1Fee` family, some of them decimal strings
+    // such as `l1FeeScalar: "0.684"`; Arbitrum's `gasUsedForL1`,
+    // `l1BlockNumber`, `timeboosted`; zkSync's `l2ToL1Logs`) is RPC-only,
+    // outside the receipts root, and skipped unread.
 }
 
 #[derive(Deserialize)]
@@ -142,6 +155,12 @@ impl Receipt {
             effective_gas_price: opt("effectiveGasPrice", w.effective_gas_price, parse_u256)?,
             contract_address: opt("contractAddress", w.contract_address, parse_fixed)?,
             logs,
+            deposit_nonce: opt("depositNonce", w.deposit_nonce, parse_u64)?,
+            deposit_receipt_version: opt(
+                "depositReceiptVersion",
+                w.deposit_receipt_version,
+                parse_u64,
+            )?,
         })
     }
 }

@@ -66,6 +66,8 @@ pub(super) fn tx(text: &str) -> Option<WireTx<'_>> {
                 w.authorization_list = c.opt_array(authorization)?;
                 return Some(());
             }
+            // Chain-specific fields are serde_json's to read (`chain_tx`).
+            _ if super::chain_tx::is_chain_key(key) => return None,
             _ => return c.unknown(),
         };
         seen.first(bit)?;
@@ -401,8 +403,12 @@ mod tests {
             // An escape in a key, which serde_json unescapes and matches.
             r#"{"h\u0061sh":"0x01"}"#,
             // Values this reader does not take, under unknown keys.
-            r#"{"isSystemTx":false,"mint":12}"#,
+            r#"{"isSystemTx":false,"l1Fee":12}"#,
             r#"{"extra":{"a":"b"}}"#,
+            // Chain-specific fields, which `chain_tx` reads from serde_json's.
+            r#"{"type":"0x7e","sourceHash":"0x01"}"#,
+            r#"{"queueIndex":"0x1","sender":"0x02"}"#,
+            r#"{"feeCurrency":null}"#,
             // Trailing comma, trailing text, a number where hex belongs.
             r#"{"nonce":"0x1",}"#,
             r#"{"nonce":"0x1"} x"#,
@@ -416,7 +422,9 @@ mod tests {
         // serde_json still reads the ones it can.
         let hash = serde(r#"{"h\u0061sh":"0x01"}"#).expect("serde_json reads it");
         assert_eq!(hash.hash, Some(&b"0x01"[..]));
-        assert!(serde(r#"{"isSystemTx":false,"mint":12}"#).is_ok());
+        assert!(serde(r#"{"isSystemTx":false,"l1Fee":12}"#).is_ok());
+        // A chain field is hex like every other: a number there is refused.
+        assert!(serde(r#"{"mint":12}"#).is_err());
         assert!(serde(r#"{"input":"0x","data":"0x"}"#).is_err());
 
         // Pretty-printed, nulls, empty lists: the plain shape.

@@ -42,6 +42,9 @@ impl Tx {
     /// `input` and after it are encoded into one small buffer, and `input`
     /// itself (often most of the payload) goes to keccak where it lies.
     pub fn signing_hash(&self) -> Result<B256, PayloadError> {
+        if let Some(chain) = &self.chain {
+            return super::chain_tx::signing_hash(self, chain);
+        }
         let mut out = Vec::with_capacity(256 + self.lists_len_hint());
         // `head` ends where `input` goes; the rest of `out` follows it.
         let head = self.fields(&mut out, Form::Signing)?;
@@ -57,6 +60,9 @@ impl Tx {
     /// transactions without their sidecar). Built from the same fields as
     /// [`Tx::signing_hash`], so the two cannot disagree on any of them.
     pub fn signed_encoding(&self) -> Result<Vec<u8>, PayloadError> {
+        if let Some(chain) = &self.chain {
+            return super::chain_tx::signed_encoding(self, chain);
+        }
         let mut body = Vec::with_capacity(256 + self.input.len() + self.lists_len_hint());
         self.fields(&mut body, Form::Signed)?;
         let mut prefix = [0u8; 10];

@@ -7,8 +7,10 @@
 use serde::Deserialize;
 use serde_json::Value;
 
+use super::chain_tx::{ChainFields, chain_fields};
 use super::hex::{bad, opt, parse_bytes, parse_fixed, parse_u64, parse_u256};
 use super::{Address, B256, DecodeError, U256, scan};
+use crate::chain::Family;
 
 // ---------------------------------------------------------------------------
 // Wire shapes: borrowed strings, so decoding from `&Value` or `&str` copies
@@ -68,6 +70,52 @@ pub(super) struct WireTx<'a> {
     pub(super) s: Option<&'a [u8]>,
     #[serde(borrow)]
     pub(super) from: Option<&'a [u8]>,
+    // Chain-specific fields (`chain_tx`): read only by the family whose
+    // type has them; `scan` declines any object holding one.
+    #[serde(borrow)]
+    pub(super) source_hash: Option<&'a [u8]>,
+    #[serde(borrow)]
+    pub(super) mint: Option<&'a [u8]>,
+    pub(super) is_system_tx: Option<bool>,
+    #[serde(borrow)]
+    pub(super) deposit_receipt_version: Option<&'a [u8]>,
+    #[serde(borrow)]
+    pub(super) queue_index: Option<&'a [u8]>,
+    #[serde(borrow)]
+    pub(super) sender: Option<&'a [u8]>,
+    #[serde(borrow)]
+    pub(super) request_id: Option<&'a [u8]>,
+    #[serde(borrow)]
+    pub(super) ticket_id: Option<&'a [u8]>,
+    #[serde(borrow)]
+    pub(super) refund_to: Option<&'a [u8]>,
+    #[serde(borrow)]
+    pub(super) max_refund: Option<&'a [u8]>,
+    #[serde(borrow)]
+    pub(super) submission_fee_refund: Option<&'a [u8]>,
+    #[serde(borrow, rename = "l1BaseFee")]
+    pub(super) l1_base_fee: Option<&'a [u8]>,
+    #[serde(borrow)]
+    pub(super) deposit_value: Option<&'a [u8]>,
+    #[serde(borrow)]
+    pub(super) retry_to: Option<&'a [u8]>,
+    #[serde(borrow)]
+    pub(super) retry_value: Option<&'a [u8]>,
+    #[serde(borrow)]
+    pub(super) retry_data: Option<&'a [u8]>,
+    #[serde(borrow)]
+    pub(super) beneficiary: Option<&'a [u8]>,
+    #[serde(borrow)]
+    pub(super) max_submission_fee: Option<&'a [u8]>,
+    #[serde(borrow)]
+    pub(super) fee_currency: Option<&'a [u8]>,
+    #[serde(borrow)]
+    pub(super) gateway_fee_recipient: Option<&'a [u8]>,
+    #[serde(borrow)]
+    pub(super) gateway_fee: Option<&'a [u8]>,
+    pub(super) eth_compatible: Option<bool>,
+    #[serde(borrow)]
+    pub(super) max_fee_in_fee_currency: Option<&'a [u8]>,
 }
 
 #[derive(Deserialize)]
@@ -152,6 +200,10 @@ pub struct Tx {
     pub s: Option<U256>,
     /// The sender the node claims; we recover our own and compare.
     pub from: Option<Address>,
+    /// The fields of a chain-specific type (`chain_tx`), as the chain's
+    /// family reads them ([`Tx::from_json_in`]); `None` for the types every
+    /// chain shares.
+    pub chain: Option<Box<ChainFields>>,
 }
 
 /// Why a signing payload cannot be built.
@@ -161,34 +213,61 @@ pub enum PayloadError {
     UnsupportedType(u8),
     #[error("missing field {0} required by a type {1} transaction")]
     Missing(&'static str, u8),
+    /// An unsigned type (OP deposit, Scroll L1 message, Arbitrum 0x64-0x6a):
+    /// its sender is committed by its hash, there is nothing to recover.
+    #[error(
+        "transaction type 0x{0:02x} carries no signature (its sender is committed by its hash)"
+    )]
+    Unsigned(u8),
+    /// A type whose hash cannot be rebuilt from its RPC object.
+    #[error("transaction type 0x{0:02x} cannot be re-encoded from its RPC object")]
+    NotReproducible(u8),
 }
 
 impl Tx {
     /// Decodes a JSON-RPC transaction object (from `eth_getBlockByNumber(n,
     /// true)` or `eth_getTransactionByHash`).
     pub fn from_value(v: &Value) -> Result<Tx, DecodeError> {
-        let wire = WireTx::deserialize(v).map_err(|e| DecodeError::Json(e.to_string()))?;
-        Tx::from_wire(wire)
+        Tx::from_value_in(v, Family::Ethereum)
     }
 
-    /// Decodes one JSON text holding a transaction object.
+    /// [`Tx::from_value`] on a chain of `family`, which decides what a
+    /// chain-specific type byte means and which fields it has.
+    pub fn from_value_in(v: &Value, family: Family) -> Result<Tx, DecodeError> {
+        let wire = WireTx::deserialize(v).map_err(|e| DecodeError::Json(e.to_string()))?;
+        Tx::from_wire(wire, family)
+    }
+
+    /// Decodes one JSON text holding a transaction object, by Ethereum's
+    /// rules (types 0-4; any other type fails when it is encoded).
     pub fn from_json(s: &str) -> Result<Tx, DecodeError> {
+        Tx::from_json_in(s, Family::Ethereum)
+    }
+
+    /// [`Tx::from_json`] on a chain of `family`: its chain-specific types
+    /// keep their fields ([`Tx::chain`]), so that they can be hashed.
+    pub fn from_json_in(s: &str, family: Family) -> Result<Tx, DecodeError> {
         // The plain shape nodes send is read by `scan`; anything else, and
         // every error message, comes from serde_json.
         let wire = match scan::tx(s) {
             Some(wire) => wire,
             None => serde_json::from_str(s).map_err(|e| DecodeError::Json(e.to_string()))?,
         };
-        Tx::from_wire(wire)
+        Tx::from_wire(wire, family)
     }
 
-    fn from_wire(w: WireTx<'_>) -> Result<Tx, DecodeError> {
+    fn from_wire(w: WireTx<'_>, family: Family) -> Result<Tx, DecodeError> {
         let tx_type = match w.tx_type {
             None => 0,
             Some(t) => {
                 let t64 = parse_u64("type", t)?;
                 u8::try_from(t64).map_err(|_| bad("type", "not a transaction type", t))?
             }
+        };
+        // Families with no types of their own read nothing more.
+        let chain = match family {
+            Family::Ethereum | Family::Polygon | Family::Bnb | Family::Avalanche => None,
+            _ => chain_fields(family, tx_type, &w)?,
         };
         let access_list = w
             .access_list
@@ -226,6 +305,7 @@ impl Tx {
             Some(t) => Some(parse_fixed("to", t)?),
         };
         Ok(Tx {
+            chain,
             hash: opt("hash", w.hash, parse_fixed)?,
             block_hash: opt("blockHash", w.block_hash, parse_fixed)?,
             block_number: opt("blockNumber", w.block_number, parse_u64)?,

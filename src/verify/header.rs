@@ -18,6 +18,9 @@ use crate::decode::{BlockHeader, HeaderFields, Seal, keccak};
 pub fn header_hash(header: &BlockHeader) -> Result<[u8; 32], Failure> {
     let n = header.number;
     let f = fields(header)?;
+    if f.ext_data_hash.is_some() {
+        return coreth_header_hash(header);
+    }
     let bloom = header
         .logs_bloom
         .as_deref()
@@ -56,6 +59,80 @@ pub fn header_hash(header: &BlockHeader) -> Result<[u8; 32], Failure> {
         ("excessBlobGas", quantity(&f.excess_blob_gas)),
         ("parentBeaconBlockRoot", hash(&f.parent_beacon_block_root)),
         ("requestsHash", hash(&f.requests_hash)),
+    ];
+    let present = tail.iter().rposition(|(_, v)| v.is_some());
+    for (i, (name, value)) in tail.iter().enumerate() {
+        match value {
+            Some(v) => v.as_slice().encode(&mut body),
+            None if present.is_some_and(|last| i < last) => {
+                return Err(Failure::new(
+                    n,
+                    *name,
+                    "missing",
+                    format!("a header with {} must have it", tail[present.unwrap()].0),
+                ));
+            }
+            None => break,
+        }
+    }
+    let mut head = Vec::with_capacity(4);
+    Header {
+        list: true,
+        payload_length: body.len(),
+    }
+    .encode(&mut head);
+    Ok(keccak(&[&head, &body]))
+}
+
+/// keccak256 of an Avalanche C-chain (coreth) header: the 15 legacy
+/// fields, `extDataHash`, then baseFeePerGas, extDataGasUsed, blockGasCost,
+/// blobGasUsed, excessBlobGas, parentBeaconBlockRoot, each optional in that
+/// order (a later one needs those before it). Verified on blocks 13274596
+/// and 30806757; the fields after blockGasCost are from coreth's source.
+pub fn coreth_header_hash(header: &BlockHeader) -> Result<[u8; 32], Failure> {
+    let n = header.number;
+    let f = fields(header)?;
+    let bloom = header
+        .logs_bloom
+        .as_deref()
+        .ok_or_else(|| Failure::missing(n, "logsBloom"))?;
+    let ext_data_hash = f
+        .ext_data_hash
+        .ok_or_else(|| Failure::missing(n, "extDataHash"))?;
+    let Seal::Pow { mix_hash, nonce } = &f.seal else {
+        return Err(Failure::new(
+            n,
+            "auraSeal",
+            "an Aura seal",
+            "an Avalanche header has mixHash and nonce",
+        ));
+    };
+    let mut body = Vec::with_capacity(700 + f.extra_data.len());
+    header.parent_hash.encode(&mut body);
+    f.ommers_hash.encode(&mut body);
+    f.beneficiary.encode(&mut body);
+    f.state_root.encode(&mut body);
+    f.transactions_root.encode(&mut body);
+    f.receipts_root.encode(&mut body);
+    bloom.encode(&mut body);
+    f.difficulty.minimal().encode(&mut body);
+    n.encode(&mut body);
+    f.gas_limit.minimal().encode(&mut body);
+    f.gas_used.minimal().encode(&mut body);
+    header.timestamp.encode(&mut body);
+    f.extra_data.as_slice().encode(&mut body);
+    mix_hash.encode(&mut body);
+    nonce.encode(&mut body);
+    ext_data_hash.encode(&mut body);
+    let quantity = |v: &Option<crate::decode::U256>| v.as_ref().map(|v| v.minimal().to_vec());
+    let hash = |h: &Option<[u8; 32]>| h.map(|h| h.to_vec());
+    let tail: [(&str, Option<Vec<u8>>); 6] = [
+        ("baseFeePerGas", quantity(&f.base_fee_per_gas)),
+        ("extDataGasUsed", quantity(&f.ext_data_gas_used)),
+        ("blockGasCost", quantity(&f.block_gas_cost)),
+        ("blobGasUsed", quantity(&f.blob_gas_used)),
+        ("excessBlobGas", quantity(&f.excess_blob_gas)),
+        ("parentBeaconBlockRoot", hash(&f.parent_beacon_block_root)),
     ];
     let present = tail.iter().rposition(|(_, v)| v.is_some());
     for (i, (name, value)) in tail.iter().enumerate() {

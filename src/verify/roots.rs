@@ -46,6 +46,7 @@ pub fn receipt_encoding(
     for log in &r.logs {
         encode_log(log, &mut body);
     }
+    op_deposit_tail(r, &mut body)?;
     let mut out = Vec::with_capacity(body.len() + 6);
     if r.tx_type != 0 {
         out.put_u8(r.tx_type);
@@ -57,6 +58,28 @@ pub fn receipt_encoding(
     .encode(&mut out);
     out.extend_from_slice(&body);
     Ok((out, bloom))
+}
+
+/// An OP Stack deposit receipt (type 0x7e) appends its depositNonce
+/// (Regolith+) and depositReceiptVersion (Canyon+) to the list, each only
+/// when present, as op-geth encodes it; a version without a nonce cannot
+/// be encoded. Receipts without them (every other type, Scroll's 0x7e,
+/// pre-Regolith deposits) are left as they are.
+fn op_deposit_tail(r: &Receipt, body: &mut Vec<u8>) -> Result<(), &'static str> {
+    if r.tx_type != 0x7e {
+        return Ok(());
+    }
+    match (r.deposit_nonce, r.deposit_receipt_version) {
+        (Some(nonce), version) => {
+            nonce.encode(body);
+            if let Some(v) = version {
+                v.encode(body);
+            }
+            Ok(())
+        }
+        (None, Some(_)) => Err("depositNonce"),
+        (None, None) => Ok(()),
+    }
 }
 
 fn log_payload_len(log: &Log) -> usize {
