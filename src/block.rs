@@ -8,6 +8,7 @@
 //! is verified with are `verify`'s business and are dropped before a block
 //! reaches this type. No I/O, no policy, no crypto.
 
+use crate::chain::SenderSource;
 use crate::decode::{Address, BlockHeader, Log, PayloadError, Receipt, Tx, U256};
 
 /// A block ready to store: every transaction went through recovery, in
@@ -33,12 +34,15 @@ pub struct BlockTx {
     pub receipt: Option<Receipt>,
 }
 
-/// What recovery found for one transaction: its sender, and for type 4
-/// one authority per authorization, in order. Each is recovered on its own:
-/// a bad authorization tuple does not hide the sender, nor the reverse.
+/// What recovery found for one transaction: its sender and where it came
+/// from, and for type 4 one authority per authorization, in order. Each is
+/// recovered on its own: a bad authorization tuple does not hide the
+/// sender, nor the reverse.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Recovered {
     pub sender: Result<Address, RecoverError>,
+    /// How `sender` was obtained (the chain profile's rule for the type).
+    pub source: SenderSource,
     pub authorities: Vec<Result<Address, RecoverError>>,
 }
 
@@ -60,4 +64,10 @@ pub enum RecoverError {
     OutOfRange(&'static str),
     #[error("no public key recovers from this signature")]
     NoKey,
+    /// An unsigned type whose hash commits to its sender, without one.
+    #[error("missing field {0}, the sender this unsigned transaction type commits to")]
+    MissingCommitted(&'static str),
+    /// A system transaction: the chain gives it no sender.
+    #[error("a system transaction: the chain gives it no sender")]
+    NoSender,
 }

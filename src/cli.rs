@@ -70,6 +70,11 @@ pub struct GlobalArgs {
     /// How far blocks are verified before they are stored: `full` or `off`.
     #[arg(long, global = true, value_name = "LEVEL")]
     pub verify: Option<String>,
+    /// Whose rules blocks are read and verified by: `auto` (from the chain
+    /// id), `ethereum`, `op-stack`, `arbitrum`, `polygon`, `bnb`,
+    /// `avalanche`, `celo`, `scroll` or `zksync`.
+    #[arg(long, global = true, value_name = "PROFILE")]
+    pub chain_profile: Option<String>,
     /// A block whose hash you trust, NUMBER:0xHASH; every indexed range must
     /// link to one by parent hashes. May be given several times.
     #[arg(long = "trusted-block", global = true, value_name = "N:0xHASH")]

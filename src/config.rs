@@ -38,8 +38,30 @@ pub struct Settings {
     #[serde(default)]
     pub events: Vec<EventSettings>,
     pub verify: VerifySettings,
+    pub chain: ChainSettings,
     pub follow: FollowSettings,
     pub metrics: MetricsSettings,
+}
+
+/// Whose rules blocks are read by (`crate::chain`).
+#[derive(Clone, Copy, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ChainSettings {
+    /// `None` ("auto"): from the node's chain id.
+    #[serde(deserialize_with = "profile")]
+    pub profile: Option<crate::chain::Family>,
+}
+
+fn profile<'de, D: Deserializer<'de>>(d: D) -> Result<Option<crate::chain::Family>, D::Error> {
+    let s = String::deserialize(d)?;
+    if s.trim().eq_ignore_ascii_case("auto") {
+        return Ok(None);
+    }
+    s.parse()
+        .map(Some)
+        .map_err(|e: crate::chain::UnknownFamily| {
+            serde::de::Error::custom(format!("{e}, or \"auto\""))
+        })
 }
 
 /// How blocks are verified before they are stored (`crate::verify`).

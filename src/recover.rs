@@ -31,6 +31,7 @@ use tokio::sync::{Semaphore, oneshot};
 
 use crate::block::BlockTx;
 pub use crate::block::{RecoverError, Recovered};
+use crate::chain::{Family, Profile, SenderSource};
 use crate::decode::{Address, Authorization, B256, DecodeError, Tx, U256, keccak};
 
 static SECP256K1: Lazy<Secp256k1<VerifyOnly>> = Lazy::new(Secp256k1::verification_only);
@@ -116,15 +117,42 @@ fn tx_parity(tx: &Tx) -> Result<u8, RecoverError> {
     }
 }
 
-/// Recovers a transaction's sender, and for type 4 every authority.
+/// Recovers a transaction's sender, and for type 4 every authority, by
+/// Ethereum's rules (ECDSA for every type).
 pub fn recover_tx(tx: &Tx) -> Recovered {
     Recovered {
         sender: recover_sender(tx),
+        source: SenderSource::Recovered,
         authorities: tx
             .authorization_list
             .iter()
             .map(recover_authority)
             .collect(),
+    }
+}
+
+/// `tx`'s sender from where `profile` says it comes: recovered from the
+/// signature, the `from` its hash commits to, none (a system transaction),
+/// or the node's `from` as reported. A type the profile does not know is
+/// recovered as a signed one; `verify` refuses the block, naming the type.
+pub fn recover_tx_in(tx: &Tx, profile: &Profile) -> Recovered {
+    let (sender, source) = match profile.sender_source(tx.tx_type) {
+        None | Some(SenderSource::Recovered) => return recover_tx(tx),
+        Some(SenderSource::Committed) => (
+            tx.committed_sender()
+                .ok_or(RecoverError::MissingCommitted("from")),
+            SenderSource::Committed,
+        ),
+        Some(SenderSource::None) => (Err(RecoverError::NoSender), SenderSource::None),
+        Some(SenderSource::Reported) => (
+            tx.from.ok_or(RecoverError::MissingCommitted("from")),
+            SenderSource::Reported,
+        ),
+    };
+    Recovered {
+        sender,
+        source,
+        authorities: Vec::new(),
     }
 }
 
@@ -152,7 +180,7 @@ fn recover_authority(a: &Authorization) -> Result<Address, RecoverError> {
 /// Decodes and recovers the transactions at `ranges` of a block's text, in
 /// order. A malformed one yields its `DecodeError` in place; the rest go on.
 pub fn recover_slices(text: &str, ranges: &[Range<usize>]) -> Vec<Result<BlockTx, DecodeError>> {
-    recover_slices_with(text, ranges, |_| ())
+    recover_slices_with(text, ranges, Family::Ethereum, |_| ())
         .into_iter()
         .map(|r| r.map(|(tx, ())| tx))
         .collect()
@@ -165,15 +193,17 @@ pub fn recover_slices(text: &str, ranges: &[Range<usize>]) -> Vec<Result<BlockTx
 pub fn recover_slices_with<P>(
     text: &str,
     ranges: &[Range<usize>],
+    family: Family,
     mut also: impl FnMut(&Tx) -> P,
 ) -> Vec<Result<(BlockTx, P), DecodeError>> {
+    let profile = family.profile();
     (0..ranges.len())
         .map(|i| {
             if let Some(next) = ranges.get(i + 1) {
                 prefetch(&text.as_bytes()[next.clone()]);
             }
-            let tx = Tx::from_json(&text[ranges[i].clone()])?;
-            let recovered = recover_tx(&tx);
+            let tx = Tx::from_json_in(&text[ranges[i].clone()], family)?;
+            let recovered = recover_tx_in(&tx, profile);
             let extra = also(&tx);
             Ok((
                 BlockTx {

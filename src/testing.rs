@@ -9,8 +9,23 @@ use std::ops::RangeInclusive;
 use crate::decode::RawBlock;
 use crate::rpc::{RpcClient, RpcError};
 
-/// The per-block path of a run at `verify = "full"`, on this thread.
-pub use crate::pipeline::range::check_block_text;
+use crate::block::Block;
+use crate::chain::Chain;
+
+/// The per-block path of a run at `verify = "full"`, on this thread, by
+/// Ethereum's rules (chain id 1).
+pub fn check_block_text(block: &str, receipts: Option<&str>) -> anyhow::Result<Block> {
+    crate::pipeline::range::check_block_text(block, receipts, Chain::resolve(1, None))
+}
+
+/// [`check_block_text`] on `chain`, by its profile's rules.
+pub fn check_block_text_on(
+    chain: Chain,
+    block: &str,
+    receipts: Option<&str>,
+) -> anyhow::Result<Block> {
+    crate::pipeline::range::check_block_text(block, receipts, chain)
+}
 
 /// Blocks `range` fetched by `rpc` all at once, in order (a run streams
 /// them through `Source::blocks`).

@@ -9,6 +9,7 @@ use std::sync::Arc;
 
 use anyhow::Context as _;
 
+use crate::chain::Chain;
 use crate::cli::BlockTarget;
 use crate::config::{LogsMode, Settings};
 use crate::decode::EventSpec;
@@ -126,7 +127,9 @@ where
             settings.metrics.max_stall,
         ));
     }
+    let chain = resolve_chain(&rpc, &settings).await?;
     let ctx = Arc::new(Ctx::new(
+        chain,
         rpc,
         Arc::clone(&sink) as Arc<dyn crate::sink::Sink>,
         Arc::new(Pool::from_setting(settings.index.threads)),
@@ -158,6 +161,19 @@ where
         tracing::warn!(target: "indexer::events", undecodable, "logs matched an [[events]] signature but did not decode (each is logged above with its block and index; they stay in logs)");
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The chain the node serves, and whose rules its blocks are read by.
+async fn resolve_chain(rpc: &RpcClient, settings: &Settings) -> anyhow::Result<Chain> {
+    let id = rpc.chain_id().await?;
+    let setting = settings.chain.profile;
+    let chain = Chain::resolve(id, setting);
+    if Chain::is_guess(id, setting) {
+        tracing::info!(target: "indexer", "{}: a chain id this indexer does not list, read by Ethereum's rules; if it is an OP Stack, Arbitrum Orbit or other chain, set chain.profile (--chain-profile)", chain.describe());
+    } else {
+        tracing::info!(target: "indexer", "indexing {}", chain.describe());
+    }
+    Ok(chain)
 }
 
 /// In `getLogs` mode with no filters of its own, ask the node only for the

@@ -75,6 +75,9 @@ fn overrides(cli: &Cli) -> Overrides {
     if let Some(v) = &g.verify {
         o.set("verify.level", v.as_str(), flag("verify"));
     }
+    if let Some(v) = &g.chain_profile {
+        o.set("chain.profile", v.as_str(), flag("chain-profile"));
+    }
     if !g.trusted_blocks.is_empty() {
         let list: Vec<toml::Value> = g.trusted_blocks.iter().map(|s| s.as_str().into()).collect();
         o.set("verify.trusted_blocks", list, flag("trusted-block"));

@@ -48,8 +48,19 @@ pub async fn report(settings: &Settings, store: &Store) -> anyhow::Result<String
             .map_or(0, |(_, n)| *n)
     };
     let (full, off, before) = (count(Some("full")), count(Some("off")), count(None));
+    let (header, links) = (count(Some("header")), count(Some("links")));
     if s.blocks > 0 {
         let mut line = format!("verified:       {full} of {} blocks in full", s.blocks);
+        if header > 0 {
+            line += &format!(
+                "; {header} up to what their chain allows (header hash, parent links, hashes that can be rebuilt)"
+            );
+        }
+        if links > 0 {
+            line += &format!(
+                "; {links} by parent links only (their chain's block hashes cannot be rebuilt)"
+            );
+        }
         if off > 0 {
             line += &format!(
                 "; {off} UNVERIFIED (indexed with verify = \"off\": stored as the node sent them)"
@@ -59,6 +70,23 @@ pub async fn report(settings: &Settings, store: &Store) -> anyhow::Result<String
             line += &format!("; {before} indexed before verification existed");
         }
         writeln!(out, "{line}")?;
+    }
+    if !s.senders.is_empty() {
+        let parts: Vec<String> = s
+            .senders
+            .iter()
+            .map(|(source, n)| {
+                let what = match source.as_str() {
+                    "recovered" => "recovered from signatures",
+                    "committed" => "committed by the transaction hash",
+                    "none" => "system transactions with no sender",
+                    "reported" => "as the node reported (UNCHECKED)",
+                    other => other,
+                };
+                format!("{n} {what}")
+            })
+            .collect();
+        writeln!(out, "senders:        {}", parts.join("; "))?;
     }
     if s.anchors.is_empty() {
         writeln!(

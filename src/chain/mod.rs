@@ -182,6 +182,42 @@ pub fn family_of(chain_id: u64, setting: Option<Family>) -> Option<Family> {
     setting.or_else(|| known_chain(chain_id).map(|c| c.family))
 }
 
+/// The chain a run indexes: its id (from the node) and the family whose
+/// rules its blocks are read and verified by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Chain {
+    pub id: u64,
+    pub family: Family,
+}
+
+impl Chain {
+    /// The chain with id `id`: the family `setting` names (`chain.profile`),
+    /// else the one [`KNOWN_CHAINS`] gives, else Ethereum's.
+    pub fn resolve(id: u64, setting: Option<Family>) -> Chain {
+        Chain {
+            id,
+            family: family_of(id, setting).unwrap_or(Family::Ethereum),
+        }
+    }
+
+    /// Whether the family came from neither the setting nor the table.
+    pub fn is_guess(id: u64, setting: Option<Family>) -> bool {
+        family_of(id, setting).is_none()
+    }
+
+    pub fn profile(&self) -> &'static Profile {
+        Profile::of(self.family)
+    }
+
+    /// How logs and errors name it: `chain id 8453 (Base, op-stack)`.
+    pub fn describe(&self) -> String {
+        match known_chain(self.id) {
+            Some(c) => format!("chain id {} ({}, {})", self.id, c.name, self.family),
+            None => format!("chain id {} ({})", self.id, self.family),
+        }
+    }
+}
+
 // ---------------------------------------------------------------------------
 // Profiles.
 
@@ -393,6 +429,10 @@ pub struct Profile {
     /// Block ranges verified less (by chain id).
     pub eras: &'static [Era],
     pub pseudo_txs: &'static [PseudoTx],
+    /// Whether a fee-market transaction pays its priority fee, so that it
+    /// pays min(maxFeePerGas, baseFee + tip) per gas. Arbitrum's sequencer
+    /// charges the base fee alone.
+    pub tips_paid: bool,
 }
 
 const ETHEREUM: Profile = Profile {
@@ -402,6 +442,7 @@ const ETHEREUM: Profile = Profile {
     verifiable: Verifiable::FULL,
     eras: &[],
     pseudo_txs: &[],
+    tips_paid: true,
 };
 
 const OP_STACK: Profile = Profile {
@@ -416,6 +457,7 @@ const OP_STACK: Profile = Profile {
         why: "legacy OVM block (pre-Bedrock): L1-queue txs carry no checkable signature",
     }],
     pseudo_txs: &[],
+    tips_paid: true,
 };
 
 const ARBITRUM: Profile = Profile {
@@ -452,6 +494,7 @@ const ARBITRUM: Profile = Profile {
         why: "Arbitrum Classic block: classic tx hashes, receipts not reproducible",
     }],
     pseudo_txs: &[],
+    tips_paid: false,
 };
 
 const POLYGON: Profile = Profile {
@@ -461,6 +504,7 @@ const POLYGON: Profile = Profile {
     verifiable: Verifiable::FULL,
     eras: &[],
     pseudo_txs: &[PseudoTx::BorStateSync],
+    tips_paid: true,
 };
 
 const BNB: Profile = Profile {
@@ -470,6 +514,7 @@ const BNB: Profile = Profile {
     verifiable: Verifiable::FULL,
     eras: &[],
     pseudo_txs: &[],
+    tips_paid: true,
 };
 
 const AVALANCHE: Profile = Profile {
@@ -479,6 +524,7 @@ const AVALANCHE: Profile = Profile {
     verifiable: Verifiable::FULL,
     eras: &[],
     pseudo_txs: &[],
+    tips_paid: true,
 };
 
 const CELO: Profile = Profile {
@@ -497,6 +543,7 @@ const CELO: Profile = Profile {
     verifiable: Verifiable::FULL,
     eras: &[],
     pseudo_txs: &[],
+    tips_paid: true,
 };
 
 const SCROLL: Profile = Profile {
@@ -511,6 +558,7 @@ const SCROLL: Profile = Profile {
     verifiable: Verifiable::FULL,
     eras: &[],
     pseudo_txs: &[],
+    tips_paid: true,
 };
 
 const ZKSYNC: Profile = Profile {
@@ -559,6 +607,7 @@ const ZKSYNC: Profile = Profile {
     },
     eras: &[],
     pseudo_txs: &[],
+    tips_paid: true,
 };
 
 /// A transaction type the chain's profile does not know.

@@ -30,6 +30,7 @@ pub use range::{Step, index_range};
 
 use std::sync::Arc;
 
+use crate::chain::Chain;
 use crate::config::{FollowSettings, IndexSettings, LogsSettings, VerifySettings};
 use crate::metrics::Metrics;
 use crate::progress::Progress;
@@ -59,6 +60,8 @@ impl From<crate::config::Settings> for PipelineSettings {
 
 /// Everything a running indexer shares.
 pub struct Ctx {
+    /// The chain indexed: its id and the rules its blocks are read by.
+    pub chain: Chain,
     pub source: Arc<dyn Source>,
     pub sink: Arc<dyn Sink>,
     pub pool: Arc<Pool>,
@@ -76,6 +79,7 @@ impl Ctx {
     /// A context over `source` and `sink`, with a progress display fed by
     /// `metrics`.
     pub fn new(
+        chain: Chain,
         source: Arc<dyn Source>,
         sink: Arc<dyn Sink>,
         pool: Arc<Pool>,
@@ -84,6 +88,7 @@ impl Ctx {
         shutdown: Shutdown,
     ) -> Ctx {
         Ctx {
+            chain,
             progress: tokio::sync::Mutex::new(Progress::new(Arc::clone(&metrics), None)),
             source,
             sink,

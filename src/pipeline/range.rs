@@ -38,6 +38,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::Ctx;
 use crate::block::{Block, BlockTx};
+use crate::chain::{Chain, Family};
 use crate::decode::{
     BlockHeader, BloomCache, DecodeError, Log, PayloadError, RawBlock, Receipt, hex0x,
     receipts_from_slices,
@@ -94,6 +95,7 @@ fn chunk_job(
     text: &str,
     ranges: &[std::ops::Range<usize>],
     receipts: Option<(&str, &[std::ops::Range<usize>])>,
+    family: Family,
     prove: bool,
 ) -> ChunkResult {
     let mut cache = BloomCache::default();
@@ -109,7 +111,9 @@ fn chunk_job(
             .collect(),
         None => Vec::new(),
     };
-    let txs = recover_slices_with(text, ranges, |tx| prove.then(|| verify::tx_proof(tx)));
+    let txs = recover_slices_with(text, ranges, family, |tx| {
+        prove.then(|| verify::tx_proof(tx))
+    });
     (txs, decoded)
 }
 
@@ -210,9 +214,10 @@ async fn queue(
             (Arc::clone(&r.text), r.ranges[c * CHUNK_TXS..end].to_vec())
         });
         let prove = ctx.verify.level == Level::Full;
+        let family = ctx.chain.family;
         let job = move || {
             let receipts = receipts.as_ref().map(|(t, r)| (t.as_str(), r.as_slice()));
-            chunk_job(&text, &chunk, receipts, prove)
+            chunk_job(&text, &chunk, receipts, family, prove)
         };
         chunks.push(ctx.pool.spawn(job).await);
     }
@@ -322,6 +327,7 @@ async fn assemble(ctx: &Ctx, anchors: &Anchors, p: Pending) -> Result<Block, Rej
         strict: ctx.index.strict,
         filters: &ctx.logs,
         anchors,
+        chain: ctx.chain,
     };
     match verify::check(unchecked, &rules) {
         Ok(checked) => {
@@ -415,7 +421,11 @@ fn report(m: &Metrics, checked: &verify::Checked) {
 /// exactly as the pipeline checks every block at `verify = "full"`, on
 /// this thread: the block as it would be stored, or the error that would
 /// stop the run. For tests and tools; no anchors, every log kept.
-pub fn check_block_text(block: &str, receipts: Option<&str>) -> anyhow::Result<Block> {
+pub fn check_block_text(
+    block: &str,
+    receipts: Option<&str>,
+    chain: Chain,
+) -> anyhow::Result<Block> {
     // The pipeline names a block by the number it asked for; here, by the
     // number the text gives, when that much can be read.
     let (header, ranges) = crate::decode::split_block(block).with_context(|| {
@@ -450,6 +460,7 @@ pub fn check_block_text(block: &str, receipts: Option<&str>) -> anyhow::Result<B
         block,
         &ranges,
         receipts.zip(receipt_ranges.as_deref()),
+        chain.family,
         true,
     );
     let settings = crate::config::Settings::defaults();
@@ -458,6 +469,7 @@ pub fn check_block_text(block: &str, receipts: Option<&str>) -> anyhow::Result<B
         strict: false,
         filters: &settings.logs,
         anchors: &Anchors::default(),
+        chain,
     };
     let tx_count = ranges.len();
     let receipt_count = receipt_ranges.as_ref().map(Vec::len);

@@ -20,6 +20,9 @@ pub struct Status {
     /// Blocks by how they were verified: `full`, `off`, or `None` (stored
     /// before verification existed).
     pub verified: Vec<(Option<String>, u64)>,
+    /// Transactions by where their sender came from (`recovered`,
+    /// `committed`, `none`, `reported`).
+    pub senders: Vec<(String, u64)>,
     pub anchors: Vec<AnchorStatus>,
 }
 
@@ -69,6 +72,12 @@ pub async fn status(pool: &PgPool) -> Result<Status> {
             .fetch_all(pool)
             .await?;
     s.verified = verified.into_iter().map(|(v, n)| (v, n as u64)).collect();
+    let senders: Vec<(String, i64)> = sqlx::query_as(
+        "SELECT sender_source, count(*) FROM transactions GROUP BY sender_source ORDER BY sender_source",
+    )
+    .fetch_all(pool)
+    .await?;
+    s.senders = senders.into_iter().map(|(v, n)| (v, n as u64)).collect();
     let anchors: Vec<(i64, Vec<u8>, String)> =
         sqlx::query_as("SELECT number, hash, origin FROM trust_anchors ORDER BY number")
             .fetch_all(pool)

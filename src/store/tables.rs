@@ -14,7 +14,8 @@ use super::copy::CopyBuf;
 use super::events::EventTable;
 use super::{Result, StoreError};
 use crate::block::Block;
-use crate::decode::{Log, U256};
+use crate::chain::SenderSource;
+use crate::decode::{ChainFields, Log, U256};
 
 /// One table keyed by block number.
 pub struct Table {
@@ -129,6 +130,10 @@ pub static TRANSACTIONS: Table = Table {
         "max_fee_per_gas",
         "max_priority_fee_per_gas",
         "input_selector",
+        "sender_source",
+        "source_hash",
+        "mint",
+        "is_system_tx",
     ],
     lookup_indexes: &[
         LookupIndex {
@@ -151,8 +156,10 @@ pub static TRANSACTIONS: Table = Table {
             t.i16(tx.tx_type as i16);
             t.opt_bytes(sender.map(|s| &s[..]));
             t.opt_bytes(tx.from.as_ref().map(|f| &f[..]));
-            match (sender, &tx.from) {
-                (Some(s), Some(f)) => t.bool(s == f),
+            // Whether the sender we checked equals the node's `from`: only
+            // a recovered sender is compared (a committed one is `from`).
+            match (sender, &tx.from, rtx.recovered.source) {
+                (Some(s), Some(f), SenderSource::Recovered) => t.bool(s == f),
                 _ => t.null(),
             };
             t.opt_bytes(tx.to.as_ref().map(|x| &x[..]));
@@ -196,6 +203,20 @@ pub static TRANSACTIONS: Table = Table {
             opt_numeric(t, tx.max_fee_per_gas.as_ref());
             opt_numeric(t, tx.max_priority_fee_per_gas.as_ref());
             t.opt_bytes(tx.input.get(..4));
+            t.text(rtx.recovered.source.as_str());
+            let deposit = match tx.chain.as_deref() {
+                Some(ChainFields::OpDeposit(d)) => Some(d),
+                _ => None,
+            };
+            t.opt_bytes(deposit.and_then(|d| d.source_hash.as_ref()).map(|h| &h[..]));
+            match deposit {
+                Some(d) => t.numeric(d.mint.as_ref().unwrap_or(&U256::ZERO)),
+                None => t.null(),
+            };
+            match deposit {
+                Some(d) => t.bool(d.is_system_tx),
+                None => t.null(),
+            };
         }
         Ok(())
     }),

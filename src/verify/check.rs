@@ -17,7 +17,9 @@ use super::{
     Anchors, Failure, Level, ReceiptProof, Rejection, TxParts, TxProof, check_block,
     check_log_indexes, receipts,
 };
-use crate::block::{Block, BlockTx};
+use super::{BlockScope, TxScope};
+use crate::block::{Block, BlockTx, RecoverError, Recovered};
+use crate::chain::{Chain, ReceiptEncoding, SenderSource, TxHashing};
 use crate::config::LogsSettings;
 use crate::decode::{BlockHeader, Log, PayloadError, hex0x};
 
@@ -53,6 +55,9 @@ pub struct Rules<'a> {
     pub filters: &'a LogsSettings,
     /// Hashes blocks must have: trusted blocks and stored neighbours.
     pub anchors: &'a Anchors,
+    /// The chain, whose profile says which types exist and what can be
+    /// verified.
+    pub chain: Chain,
 }
 
 /// A block that may be stored, and what the pipeline reports about it.
@@ -77,6 +82,7 @@ pub fn check(block: Unchecked, rules: &Rules<'_>) -> Result<Checked, Rejection> 
     if let Some(k) = receipt_count {
         receipts::check_count(&header, txs.len(), k)?;
     }
+    let scopes = tx_scopes(&header, &mut txs, rules.chain)?;
     let full = rules.level == Level::Full;
     let mut next_log = 0;
     let mut from_mismatches = Vec::new();
@@ -96,7 +102,9 @@ pub fn check(block: Unchecked, rules: &Rules<'_>) -> Result<Checked, Rejection> 
                 "block {n} tx {i}: the node gave no transaction hash"
             )));
         };
-        if let (Ok(sender), Some(from)) = (&t.recovered.sender, t.tx.from) {
+        if let (Ok(sender), Some(from), SenderSource::Recovered) =
+            (&t.recovered.sender, t.tx.from, t.recovered.source)
+        {
             if *sender != from {
                 if rules.strict {
                     return Err(Rejection::Refused(format!(
@@ -110,9 +118,16 @@ pub fn check(block: Unchecked, rules: &Rules<'_>) -> Result<Checked, Rejection> 
             }
         }
     }
+    let mut verified = rules.level;
     if full {
         let proofs = proofs.unwrap_or_default();
-        check_contents(&header, &txs, &proofs, got_logs.as_deref())?;
+        let profile = rules.chain.profile();
+        let scope = BlockScope {
+            verifiable: profile.verifiable_at(rules.chain.id, n),
+            withdrawals_root_is_storage_root: profile.withdrawals_root_is_storage_root(&header),
+            tips_paid: profile.tips_paid,
+        };
+        verified = check_contents(&header, &txs, &scopes, &proofs, got_logs.as_deref(), &scope)?;
         rules.anchors.check(&header)?;
     }
     let logs = match got_logs {
@@ -144,19 +159,56 @@ pub fn check(block: Unchecked, rules: &Rules<'_>) -> Result<Checked, Rejection> 
             header,
             txs,
             logs,
-            verified: rules.level,
+            verified,
         },
         from_mismatches,
     })
 }
 
-/// [`check_block`] over the transactions and their proofs.
+/// What the chain's profile lets be checked of each transaction of the
+/// block: a type it does not know stops the run, naming the type, the
+/// block, the chain and the setting; a pseudo-transaction is marked as
+/// having no sender.
+fn tx_scopes(
+    header: &BlockHeader,
+    txs: &mut [BlockTx],
+    chain: Chain,
+) -> Result<Vec<TxScope>, Rejection> {
+    let profile = chain.profile();
+    txs.iter_mut()
+        .map(|t| {
+            if profile.pseudo_tx(&t.tx, header).is_some() {
+                t.recovered = Recovered {
+                    sender: Err(RecoverError::NoSender),
+                    source: SenderSource::None,
+                    authorities: Vec::new(),
+                };
+                return Ok(TxScope::Outside);
+            }
+            let rule = profile
+                .require(t.tx.tx_type, header.number, chain.id)
+                .map_err(|e| Rejection::Refused(e.to_string()))?;
+            let reported =
+                rule.hashing == TxHashing::Reported || rule.receipt == ReceiptEncoding::Unchecked;
+            Ok(if reported {
+                TxScope::Reported
+            } else {
+                TxScope::Full
+            })
+        })
+        .collect()
+}
+
+/// [`check_block`] over the transactions and their proofs; the level the
+/// block reached.
 fn check_contents(
     header: &BlockHeader,
     txs: &[BlockTx],
+    scopes: &[TxScope],
     proofs: &Proofs,
     got_logs: Option<&[Log]>,
-) -> Result<(), Failure> {
+    scope: &BlockScope,
+) -> Result<Level, Failure> {
     let missing: Result<TxProof, PayloadError> = Err(PayloadError::Missing("encoding", 0));
     let parts: Vec<TxParts<'_>> = txs
         .iter()
@@ -166,7 +218,9 @@ fn check_contents(
             proof: proofs.txs.get(i).unwrap_or(&missing),
             sender: t.recovered.sender.as_ref().ok(),
             receipt: t.receipt.as_ref().zip(proofs.receipts.get(i)),
+            rule: scopes[i],
         })
         .collect();
-    check_block(header, &parts, got_logs)
+    check_block(header, &parts, got_logs, scope)?;
+    Ok(scope.level(&parts))
 }

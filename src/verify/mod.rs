@@ -44,6 +44,7 @@ pub use header::header_hash;
 pub use roots::{ordered_root, receipt_encoding, withdrawals_root};
 pub use trust::link;
 
+use crate::chain::Verifiable;
 use crate::decode::{
     B256, BlockHeader, Bloom, BloomCache, DecodeError, Log, PayloadError, Receipt, Tx, U256, hex0x,
 };
@@ -59,6 +60,16 @@ pub enum Level {
     /// Nothing: blocks are stored as the node sent them (chains whose
     /// headers this module does not know).
     Off,
+    /// Reached, not asked for: everything the chain's profile allows, which
+    /// is the header hash and parent links but not every root or hash
+    /// (pre-Bedrock OP Mainnet, Arbitrum Classic, a block with a type whose
+    /// hash cannot be rebuilt).
+    #[serde(skip)]
+    Header,
+    /// Reached, not asked for: parent links and what the profile allows
+    /// beside them, but not the header hash (zkSync).
+    #[serde(skip)]
+    Links,
 }
 
 impl Level {
@@ -67,6 +78,8 @@ impl Level {
         match self {
             Level::Full => "full",
             Level::Off => "off",
+            Level::Header => "header",
+            Level::Links => "links",
         }
     }
 }
@@ -204,6 +217,53 @@ pub struct TxParts<'a> {
     pub sender: Option<&'a [u8; 20]>,
     /// Its receipt and the receipt's proof, when receipts are fetched.
     pub receipt: Option<(&'a Receipt, &'a Result<ReceiptProof, &'static str>)>,
+    /// The chain's rule for its type.
+    pub rule: TxScope,
+}
+
+/// What the chain's profile lets be checked of one transaction.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TxScope {
+    /// Its hash from its encoding, its leaf in both tries.
+    Full,
+    /// A pseudo-transaction outside both tries (Polygon's state-sync).
+    Outside,
+    /// In the tries, but its hash cannot be rebuilt from its RPC object
+    /// (its receipt neither): the roots cannot be checked.
+    Reported,
+}
+
+/// What the chain's profile lets be checked of a whole block.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BlockScope {
+    pub verifiable: Verifiable,
+    /// The header's `withdrawalsRoot` is not the root of `withdrawals` (OP
+    /// Stack from Isthmus: a storage root).
+    pub withdrawals_root_is_storage_root: bool,
+    /// Fee-market transactions pay their tip (not on Arbitrum).
+    pub tips_paid: bool,
+}
+
+impl BlockScope {
+    /// Ethereum's: everything.
+    pub const FULL: BlockScope = BlockScope {
+        verifiable: Verifiable::FULL,
+        withdrawals_root_is_storage_root: false,
+        tips_paid: true,
+    };
+
+    /// The level a block checked with this scope and `txs` reaches.
+    pub fn level(&self, txs: &[TxParts<'_>]) -> Level {
+        let v = self.verifiable;
+        let all = v == Verifiable::FULL && txs.iter().all(|p| p.rule != TxScope::Reported);
+        if all {
+            Level::Full
+        } else if v.header_hash {
+            Level::Header
+        } else {
+            Level::Links
+        }
+    }
 }
 
 /// Checks a whole block against its header and the header against its
@@ -213,18 +273,32 @@ pub fn check_block(
     header: &BlockHeader,
     txs: &[TxParts<'_>],
     logs: Option<&[Log]>,
+    scope: &BlockScope,
 ) -> Result<(), Failure> {
     let n = header.number;
+    let v = scope.verifiable;
     let fields = header::fields(header)?;
     let mut encodings = Vec::with_capacity(txs.len());
+    let mut reported = false;
     for (i, p) in txs.iter().enumerate() {
-        check_tx(header, i, p)?;
+        match p.rule {
+            TxScope::Outside => continue,
+            TxScope::Reported => {
+                reported = true;
+                check_place(header, i, p.tx)?;
+                continue;
+            }
+            TxScope::Full => {}
+        }
+        if v.tx_hashes {
+            check_tx(header, i, p)?;
+        }
         if let Ok(proof) = p.proof {
             encodings.push(proof.encoding.as_slice());
         }
     }
     let root = ordered_root(&encodings);
-    if root != fields.transactions_root {
+    if v.transactions_root && !reported && root != fields.transactions_root {
         return Err(Failure::hashes(
             n,
             "transactionsRoot",
@@ -233,7 +307,12 @@ pub fn check_block(
             &format!("the {} transactions", txs.len()),
         ));
     }
-    match (&fields.withdrawals, &fields.withdrawals_root) {
+    let withdrawals = if scope.withdrawals_root_is_storage_root {
+        (&None, &None)
+    } else {
+        (&fields.withdrawals, &fields.withdrawals_root)
+    };
+    match withdrawals {
         (Some(ws), Some(node)) => {
             let root = withdrawals_root(ws);
             if root != *node {
@@ -250,11 +329,16 @@ pub fn check_block(
         (Some(_), None) => return Err(Failure::missing(n, "withdrawalsRoot")),
         (None, None) => {}
     }
-    if txs.iter().all(|p| p.receipt.is_some()) {
-        check_receipts(header, fields.receipts_root, txs)?;
+    let in_trie: Vec<&TxParts<'_>> = txs.iter().filter(|p| p.rule != TxScope::Outside).collect();
+    if v.receipts_root && !reported && in_trie.iter().all(|p| p.receipt.is_some()) {
+        check_receipts(header, fields.receipts_root, &in_trie, scope)?;
     }
     // Last: a changed root is named above rather than as a changed hash.
-    let computed = header_hash(header)?;
+    let computed = if v.header_hash {
+        header_hash(header)?
+    } else {
+        header.hash
+    };
     if computed != header.hash {
         return Err(Failure::hashes(
             n,
@@ -290,6 +374,42 @@ pub fn check_block(
     Ok(())
 }
 
+/// Where the node says a transaction is (its block hash, number and
+/// index) against where it is.
+fn check_place(header: &BlockHeader, i: usize, tx: &Tx) -> Result<(), Failure> {
+    let n = header.number;
+    let at = |field: &str| {
+        let hash = tx.hash.map(|h| hex0x(&h)).unwrap_or_default();
+        format!("tx {i} ({hash}) {field}")
+    };
+    if let Some(h) = tx.block_hash.filter(|h| *h != header.hash) {
+        return Err(Failure::hashes(
+            n,
+            at("blockHash"),
+            &h,
+            &header.hash,
+            "the block's fields",
+        ));
+    }
+    if let Some(b) = tx.block_number.filter(|b| *b != n) {
+        return Err(Failure::new(
+            n,
+            at("blockNumber"),
+            b.to_string(),
+            format!("it is in block {n}"),
+        ));
+    }
+    if let Some(x) = tx.index.filter(|x| *x != i as u64) {
+        return Err(Failure::new(
+            n,
+            at("transactionIndex"),
+            x.to_string(),
+            format!("it is at index {i}"),
+        ));
+    }
+    Ok(())
+}
+
 /// What a transaction says about itself against its encoding and place.
 fn check_tx(header: &BlockHeader, i: usize, p: &TxParts<'_>) -> Result<(), Failure> {
     let n = header.number;
@@ -317,32 +437,8 @@ fn check_tx(header: &BlockHeader, i: usize, p: &TxParts<'_>) -> Result<(), Failu
             "its signed fields",
         ));
     }
+    check_place(header, i, tx)?;
     let at = |field: &str| format!("tx {i} ({}) {field}", hex0x(&node_hash));
-    if let Some(h) = tx.block_hash.filter(|h| *h != header.hash) {
-        return Err(Failure::hashes(
-            n,
-            at("blockHash"),
-            &h,
-            &header.hash,
-            "the block's fields",
-        ));
-    }
-    if let Some(b) = tx.block_number.filter(|b| *b != n) {
-        return Err(Failure::new(
-            n,
-            at("blockNumber"),
-            b.to_string(),
-            format!("it is in block {n}"),
-        ));
-    }
-    if let Some(x) = tx.index.filter(|x| *x != i as u64) {
-        return Err(Failure::new(
-            n,
-            at("transactionIndex"),
-            x.to_string(),
-            format!("it is at index {i}"),
-        ));
-    }
     // A legacy transaction's `chainId` and `yParity` are not hashed: when
     // `v` encodes a chain (EIP-155) they must repeat what it says. (Before
     // EIP-155 nodes send all sorts of `chainId`; it is not stored.)
@@ -380,7 +476,7 @@ fn check_tx(header: &BlockHeader, i: usize, p: &TxParts<'_>) -> Result<(), Failu
     }
     // The fee-market transactions' `gasPrice` is not hashed either: it is
     // the price paid, min(maxFeePerGas, baseFee + maxPriorityFeePerGas).
-    if let (Some(paid), Some(expected)) = (tx.gas_price, effective_price(header, tx)) {
+    if let (Some(paid), Some(expected)) = (tx.gas_price, effective_price(header, tx, true)) {
         if tx.tx_type >= 2 && paid != expected {
             return Err(Failure::new(
                 n,
@@ -396,12 +492,22 @@ fn check_tx(header: &BlockHeader, i: usize, p: &TxParts<'_>) -> Result<(), Failu
 /// The price per gas `tx` paid: its `gasPrice` (legacy, access-list), or
 /// min(maxFeePerGas, baseFee + maxPriorityFeePerGas). `None` when a field
 /// it needs is absent.
-fn effective_price(header: &BlockHeader, tx: &Tx) -> Option<U256> {
+/// `tips_paid` false: the base fee alone (what Arbitrum charges, in its
+/// receipts; its transaction objects report the usual formula).
+fn effective_price(header: &BlockHeader, tx: &Tx, tips_paid: bool) -> Option<U256> {
+    // Chain-specific types price gas their own way (OP deposits buy it on
+    // L1, Celo's in a fee currency): nothing to derive here.
+    if tx.tx_type > 4 {
+        return None;
+    }
     if tx.tx_type < 2 {
         return tx.gas_price;
     }
     let base = header.fields.as_ref()?.base_fee_per_gas?;
     let (cap, tip) = (tx.max_fee_per_gas?, tx.max_priority_fee_per_gas?);
+    if !tips_paid {
+        return Some(base.min(cap));
+    }
     Some(add(&base, &tip).map_or(cap, |sum| sum.min(cap)))
 }
 
@@ -422,7 +528,8 @@ fn add(a: &U256, b: &U256) -> Option<U256> {
 fn check_receipts(
     header: &BlockHeader,
     node_root: B256,
-    txs: &[TxParts<'_>],
+    txs: &[&TxParts<'_>],
+    scope: &BlockScope,
 ) -> Result<(), Failure> {
     let n = header.number;
     let mut encodings = Vec::with_capacity(txs.len());
@@ -463,8 +570,10 @@ fn check_receipts(
             ));
         }
         cumulative = total;
-        if let (Some(paid), Some(expected)) = (r.effective_gas_price, effective_price(header, p.tx))
-        {
+        if let (Some(paid), Some(expected)) = (
+            r.effective_gas_price,
+            effective_price(header, p.tx, scope.tips_paid),
+        ) {
             if paid != expected {
                 return Err(Failure::new(
                     n,

@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 use sqlx::PgPool;
 
 use sender_indexer::block::Block;
+use sender_indexer::chain::Chain;
 use sender_indexer::config::Settings;
 use sender_indexer::decode::B256;
 use sender_indexer::metrics::Metrics;
@@ -63,6 +64,7 @@ fn context_with_depth(
     s.index.write_batch_blocks = 16.try_into().unwrap();
     let (trigger, shutdown) = sender_indexer::shutdown::channel();
     let ctx = Ctx::new(
+        Chain::resolve(31337, None),
         Arc::clone(chain) as _,
         sink,
         Arc::new(Pool::new(2, 8)),

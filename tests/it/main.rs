@@ -6,7 +6,8 @@
 //! * A check of a block (a field, a root, a header layout) on real data:
 //!   `verify` (every field changed in turn must be caught), with the
 //!   fixture copied into `tests/fixtures/` and its provenance there. A
-//!   unit test of one function stays beside it in `src/verify/`.
+//!   unit test of one function stays beside it in `src/verify/`. Another
+//!   chain's blocks by its profile: `chains`.
 //! * Malformed answers fed through the per-block path: `hostile`;
 //!   generated ones: `fuzz`.
 //! * Sender and authority recovery: `recover`; the `recover` command:
@@ -29,6 +30,7 @@
 mod anvil_backfill;
 mod anvil_smoke;
 mod backfill_fixtures;
+mod chains;
 mod cli_recover;
 mod converge;
 mod crash;

@@ -1,0 +1,181 @@
+//! Chain profiles on real blocks of other chains (tests/fixtures/chains,
+//! provenance in tests/fixtures/SOURCES.md): each whole block, with its
+//! receipts where we have them, goes through the pipeline's own per-block
+//! path by its chain's profile. It must verify as far as the profile
+//! allows, with `blocks.verified` at the level reached and every sender
+//! from the place the profile names; under Ethereum's rules the same block
+//! is refused with an error naming the type, the block, the chain id and
+//! the setting; and a changed field is caught.
+
+use serde_json::Value;
+
+use sender_indexer::chain::{Chain, Family, SenderSource};
+use sender_indexer::testing::check_block_text_on;
+
+fn fixture(name: &str) -> String {
+    let path = format!(
+        "{}/tests/fixtures/chains/{name}",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
+}
+
+struct Case {
+    block: &'static str,
+    receipts: Option<&'static str>,
+    chain_id: u64,
+    level: &'static str,
+    sources: &'static [SenderSource],
+}
+
+use SenderSource::{None as NoSender, Recovered, Reported};
+
+const CASES: &[Case] = &[
+    Case {
+        block: "arb-sepolia-185232421.json",
+        receipts: Some("arb-sepolia-185232421.receipts.json"),
+        chain_id: 421614,
+        level: "full",
+        sources: &[
+            NoSender, Recovered, Recovered, Recovered, Recovered, Recovered, Recovered,
+        ],
+    },
+    Case {
+        block: "arbitrum-16464264.json",
+        receipts: Some("arbitrum-16464264.receipts.json"),
+        chain_id: 42161,
+        level: "header",
+        sources: &[Reported],
+    },
+    Case {
+        block: "polygon-9013760.json",
+        receipts: Some("polygon-9013760.receipts.json"),
+        chain_id: 137,
+        level: "full",
+        sources: &[Recovered, Recovered, Recovered, Recovered],
+    },
+    Case {
+        block: "polygon-23887160.json",
+        receipts: Some("polygon-23887160.receipts.json"),
+        chain_id: 137,
+        level: "full",
+        sources: &[Recovered],
+    },
+    Case {
+        block: "polygon-820461.json",
+        receipts: None,
+        chain_id: 137,
+        level: "full",
+        sources: &[Recovered],
+    },
+    Case {
+        block: "zksync-35533.json",
+        receipts: None,
+        chain_id: 324,
+        level: "links",
+        sources: &[Reported],
+    },
+];
+
+#[test]
+fn real_blocks_of_other_chains_verify_by_their_profile() {
+    for c in CASES {
+        let chain = Chain::resolve(c.chain_id, None);
+        let receipts = c.receipts.map(fixture);
+        let block = check_block_text_on(chain, &fixture(c.block), receipts.as_deref())
+            .unwrap_or_else(|e| panic!("{} on {}: {e:#}", c.block, chain.describe()));
+        assert_eq!(block.verified.as_str(), c.level, "{}", c.block);
+        let sources: Vec<_> = block.txs.iter().map(|t| t.recovered.source).collect();
+        assert_eq!(sources, c.sources, "{}", c.block);
+        for (i, t) in block.txs.iter().enumerate() {
+            match t.recovered.source {
+                // A recovered sender is the node's `from` on these real blocks.
+                Recovered | Reported => assert_eq!(
+                    t.recovered.sender.as_ref().ok(),
+                    t.tx.from.as_ref(),
+                    "{} tx {i}",
+                    c.block
+                ),
+                NoSender => assert!(t.recovered.sender.is_err(), "{} tx {i}", c.block),
+                SenderSource::Committed => {}
+            }
+        }
+    }
+}
+
+#[test]
+fn a_chain_type_under_another_profile_names_the_type_block_chain_and_setting() {
+    let text = fixture("arb-sepolia-185232421.json");
+    let err = check_block_text_on(Chain::resolve(1, None), &text, None).unwrap_err();
+    let msg = format!("{err:#}");
+    for want in [
+        "0x6a",
+        "185232421",
+        "chain id 1",
+        "chain.profile",
+        "--chain-profile",
+    ] {
+        assert!(msg.contains(want), "{want:?} missing from: {msg}");
+    }
+    // An id no table lists, with the profile set: the same block verifies.
+    let chain = Chain::resolve(999_999_999, Some(Family::Arbitrum));
+    let err = check_block_text_on(chain, &text, None);
+    // Its chain id is not Arbitrum Sepolia's, so the signed txs' EIP-155
+    // ids differ from the chain's; they still recover and hash.
+    assert!(err.is_ok(), "{:#}", err.unwrap_err());
+}
+
+/// A change to a block's JSON.
+type Change = Box<dyn Fn(&mut Value)>;
+
+/// `text` with `f` applied to its JSON.
+fn edit(text: &str, f: impl FnOnce(&mut Value)) -> String {
+    let mut v: Value = serde_json::from_str(text).unwrap();
+    f(&mut v);
+    v.to_string()
+}
+
+#[test]
+fn a_changed_field_of_a_chain_block_is_caught() {
+    let chain = Chain::resolve(421614, None);
+    let text = fixture("arb-sepolia-185232421.json");
+    let receipts = fixture("arb-sepolia-185232421.receipts.json");
+    let changes: Vec<(&str, Change)> = vec![
+        (
+            "internal tx input",
+            Box::new(|v| {
+                let input = v["transactions"][0]["input"].as_str().unwrap().to_owned();
+                let last = if input.ends_with('0') { "1" } else { "0" };
+                v["transactions"][0]["input"] =
+                    Value::from(format!("{}{last}", &input[..input.len() - 1]));
+            }),
+        ),
+        (
+            "signed tx value",
+            Box::new(|v| {
+                v["transactions"][1]["value"] = Value::from("0x1234");
+            }),
+        ),
+        (
+            "dropped tx",
+            Box::new(|v| {
+                v["transactions"].as_array_mut().unwrap().remove(0);
+            }),
+        ),
+    ];
+    for (what, change) in &changes {
+        let changed = edit(&text, change);
+        let receipts = (*what != "dropped tx").then_some(receipts.as_str());
+        assert!(
+            check_block_text_on(chain, &changed, receipts).is_err(),
+            "{what}: not caught"
+        );
+    }
+    let changed = edit(&receipts, |v| {
+        v[2]["cumulativeGasUsed"] = Value::from("0x1");
+    });
+    assert!(
+        check_block_text_on(chain, &text, Some(&changed)).is_err(),
+        "receipt change not caught"
+    );
+}
