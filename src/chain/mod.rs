@@ -350,6 +350,11 @@ pub const ARBITRUM_ONE_NITRO_GENESIS: u64 = 22_207_817;
 /// blocks (header hash standard, transactions not checkable).
 pub const OP_MAINNET_BEDROCK: u64 = 105_235_063;
 
+/// The first OP Stack block of Celo mainnet (its L2 migration) and of
+/// Alfajores.
+pub const CELO_L2_MAINNET: u64 = 31_056_500;
+pub const CELO_L2_ALFAJORES: u64 = 26_384_000;
+
 /// The layout of the RLP list the block hash is taken of.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum HeaderLayout {
@@ -541,7 +546,29 @@ const CELO: Profile = Profile {
     ],
     header: HeaderLayout::Ethereum,
     verifiable: Verifiable::FULL,
-    eras: &[],
+    // Celo's own L1 (before its move to the OP Stack) hashed headers of
+    // another layout (no difficulty or nonce, a BLS seal) and receipts with
+    // a block receipt: transaction hashes and parent links only.
+    eras: &[
+        Era {
+            chain_id: 42220,
+            below: CELO_L2_MAINNET,
+            verifiable: Verifiable {
+                tx_hashes: true,
+                ..Verifiable::LINKS_ONLY
+            },
+            why: "Celo L1 block: header layout and block receipt not rebuilt",
+        },
+        Era {
+            chain_id: 44787,
+            below: CELO_L2_ALFAJORES,
+            verifiable: Verifiable {
+                tx_hashes: true,
+                ..Verifiable::LINKS_ONLY
+            },
+            why: "Celo L1 block: header layout and block receipt not rebuilt",
+        },
+    ],
     pseudo_txs: &[],
     tips_paid: true,
 };
