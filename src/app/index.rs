@@ -18,7 +18,7 @@ use crate::recover::Pool;
 use crate::rpc::RpcClient;
 use crate::store::{LockMode, Reconnecting, StoreError};
 
-use super::{Schema, open_database};
+use super::{Migrations, open_database};
 
 pub async fn backfill(settings: Settings, from: u64, to: BlockTarget) -> anyhow::Result<ExitCode> {
     let (size, lease) = (settings.index.segment_blocks, settings.index.lease);
@@ -81,7 +81,7 @@ where
     Fut: Future<Output = anyhow::Result<ConvergeEnd>>,
 {
     narrow_to_events(&mut settings)?;
-    let database = open_database(&settings, Schema::Migrate).await?;
+    let database = open_database(&settings, Migrations::Apply).await?;
     let lock = match role {
         Role::Alone => database.store.lock_writer(LockMode::Exclusive).await?,
         Role::Shared => database.store.lock_writer(LockMode::Shared).await?,

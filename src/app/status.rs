@@ -17,6 +17,8 @@ const HEAD_TIMEOUT: Duration = Duration::from_secs(10);
 pub async fn report(settings: &Settings, store: &Store) -> anyhow::Result<String> {
     let s = crate::store::query::status(store.pool()).await?;
     let mut out = String::new();
+    let schema = store.schema().unwrap_or("none");
+    writeln!(out, "schema:         {schema}")?;
     let range = match (s.lowest, s.highest) {
         (Some(lo), Some(hi)) => format!("{lo}..={hi}"),
         _ => "none".into(),
