@@ -1,6 +1,8 @@
 //! The indexing commands (`backfill`, `follow`, `sync`): everything around
-//! the pipeline that a running service needs. Opens the database and takes
-//! its writer lock, builds the JSON-RPC source, listens for signals, serves
+//! the pipeline that a running service needs. Opens the database, builds
+//! the JSON-RPC source and refuses a node of another chain than the
+//! tables' (recording the chain id on the first run), takes the writer
+//! lock, listens for signals, serves
 //! `/metrics`, then runs the pipeline's converge loop with typed values and
 //! prints the summary. The indexing itself is [`crate::pipeline`]'s.
 
@@ -18,7 +20,7 @@ use crate::recover::Pool;
 use crate::rpc::RpcClient;
 use crate::store::{LockMode, Reconnecting, StoreError};
 
-use super::{Migrations, open_database};
+use super::{Database, Migrations, open_database};
 
 pub async fn backfill(settings: Settings, from: u64, to: BlockTarget) -> anyhow::Result<ExitCode> {
     let (size, lease) = (settings.index.segment_blocks, settings.index.lease);
@@ -82,6 +84,8 @@ where
 {
     narrow_to_events(&mut settings)?;
     let database = open_database(&settings, Migrations::Apply).await?;
+    let rpc = Arc::new(RpcClient::new(settings.rpc.clone())?.with_logs(&settings.logs));
+    check_chain(&database, &rpc).await?;
     let lock = match role {
         Role::Alone => database.store.lock_writer(LockMode::Exclusive).await?,
         Role::Shared => database.store.lock_writer(LockMode::Shared).await?,
@@ -111,7 +115,6 @@ where
     let (trigger, shutdown) = crate::shutdown::channel();
     crate::shutdown::listen_for_signals(trigger);
     let metrics = Metrics::new();
-    let rpc = Arc::new(RpcClient::new(settings.rpc.clone())?.with_logs(&settings.logs));
     let rpc_stats = rpc.stats();
     metrics.attach_rpc(Arc::clone(&rpc_stats));
     if let Some(addr) = settings.metrics.listen {
@@ -158,6 +161,23 @@ where
         tracing::warn!(target: "indexer::events", undecodable, "logs matched an [[events]] signature but did not decode (each is logged above with its block and index; they stay in logs)");
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The node's chain id against the one recorded with the tables, before
+/// the run writes anything: the first run into an empty schema records it,
+/// a node of another chain is refused, so one schema never mixes chains.
+async fn check_chain(database: &Database, rpc: &RpcClient) -> anyhow::Result<()> {
+    let node = rpc.chain_id().await?;
+    let recorded = database.store.record_chain_id(node).await?;
+    if recorded != node {
+        let schema = database.store.schema().unwrap_or("none");
+        anyhow::bail!(
+            "schema {schema} of database {} holds chain id {recorded}, but the node says chain id {node}; nothing was written\n\nhint: point --rpc-url / RPC_URL at a node of chain {recorded}, or index chain {node} into a schema of its own with --schema NAME (DATABASE_SCHEMA, database.schema)",
+            database.name
+        );
+    }
+    tracing::debug!(target: "indexer", chain_id = node, schema = database.store.schema(), "chain id matches the tables'");
+    Ok(())
 }
 
 /// In `getLogs` mode with no filters of its own, ask the node only for the

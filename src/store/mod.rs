@@ -10,8 +10,10 @@
 //! iterates those descriptions. [`Store`] is the pipeline's
 //! [`Sink`](crate::sink::Sink) (see `sink`). The tables live in one
 //! PostgreSQL schema (`schema`: `database.schema`, or the connection's
-//! default). This module knows nothing of RPC.
+//! default), with the chain id they hold (`chain`). This module knows
+//! nothing of RPC.
 
+mod chain;
 mod copy;
 mod events;
 mod indexes;

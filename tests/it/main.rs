@@ -21,7 +21,8 @@
 //!   blocks: `backfill_fixtures`.
 //! * The database: `database` (it goes away), `crash` (`kill -9`),
 //!   `defer_indexes`, `scale_out` (leases), `schema` (every table
-//!   described), `roles`, `embedded`.
+//!   described), `roles`, `embedded`, `chains` (several chains in one
+//!   database, a schema each).
 //! * What a person sees: `terminal`, `demo`, `secrets`.
 //! * A new harness (another server, another node): `support`, which decides
 //!   no outcome.
@@ -29,6 +30,7 @@
 mod anvil_backfill;
 mod anvil_smoke;
 mod backfill_fixtures;
+mod chains;
 mod cli_recover;
 mod converge;
 mod crash;
