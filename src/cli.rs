@@ -36,6 +36,10 @@ pub struct GlobalArgs {
     /// PostgreSQL URL; empty uses the embedded cluster (env: DATABASE_URL).
     #[arg(long, global = true, value_name = "URL")]
     pub database_url: Option<String>,
+    /// PostgreSQL schema of every table, created if missing: one per chain,
+    /// so one database holds several (env: DATABASE_SCHEMA).
+    #[arg(long, global = true, value_name = "NAME")]
+    pub schema: Option<String>,
     /// Data directory of the embedded PostgreSQL cluster.
     #[arg(long, global = true, value_name = "DIR")]
     pub data_dir: Option<PathBuf>,

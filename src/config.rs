@@ -129,6 +129,10 @@ pub struct DatabaseSettings {
     /// The embedded cluster's data directory; `None`: the per-user default.
     #[serde(deserialize_with = "optional")]
     pub data_dir: Option<PathBuf>,
+    /// The PostgreSQL schema of every table, created if missing; `None`:
+    /// the connection's default (`search_path`), as before it existed.
+    #[serde(deserialize_with = "optional_schema")]
+    pub schema: Option<crate::store::SchemaName>,
     pub max_connections: NonZeroU32,
     /// How long a run keeps trying to reach a database that went away
     /// mid-run before it exits.
@@ -276,6 +280,7 @@ impl std::fmt::Debug for DatabaseSettings {
         f.debug_struct("DatabaseSettings")
             .field("url", &self.url.as_ref().map(|u| redact_url(u.as_str())))
             .field("data_dir", &self.data_dir)
+            .field("schema", &self.schema)
             .field("max_connections", &self.max_connections)
             .field("reconnect_budget", &self.reconnect_budget)
             .finish()
@@ -373,6 +378,17 @@ fn rate<'de, D: Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
             "must be a number of requests per second, 0 or more (0: no limit)",
         ))
     }
+}
+
+/// A plain identifier ([`crate::store::SchemaName`]); empty: not set.
+fn optional_schema<'de, D: Deserializer<'de>>(
+    d: D,
+) -> Result<Option<crate::store::SchemaName>, D::Error> {
+    let s = String::deserialize(d)?;
+    if s.is_empty() {
+        return Ok(None);
+    }
+    s.parse().map(Some).map_err(serde::de::Error::custom)
 }
 
 fn optional_postgres_url<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Url>, D::Error> {
@@ -523,6 +539,7 @@ mod tests {
         assert_eq!(s.rpc.request_timeout, Duration::from_secs(30));
         assert_eq!(s.follow.poll_interval, Duration::from_secs(2));
         assert!(s.rpc.ws_url.is_none() && s.database.url.is_none());
+        assert!(s.database.schema.is_none(), "no schema: today's tables");
         assert!(s.metrics.listen.is_none());
     }
 

@@ -1,6 +1,8 @@
 //! Which database a command runs on: the configured PostgreSQL URL, or the
-//! embedded cluster that sender-indexer manages itself. Opening it applies
-//! the migrations (in `store`); this module runs no statement of its own.
+//! embedded cluster that sender-indexer manages itself, and in it the
+//! schema of `database.schema` (the connection's default when unset).
+//! Opening it applies the migrations (in `store`); this module runs no
+//! statement of its own.
 
 use anyhow::Context as _;
 use sqlx::postgres::PgConnectOptions;
@@ -31,22 +33,36 @@ impl Drop for Database {
 /// Database name used inside the embedded cluster.
 const EMBEDDED_DB: &str = "sender_indexer";
 
-/// Whether opening the database brings its schema up to date.
+/// Whether opening the database brings its tables up to date.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Schema {
-    Migrate,
+pub enum Migrations {
+    /// Creates the schema if missing and applies the migrations (the
+    /// indexing commands).
+    Apply,
+    /// Applies the migrations in a schema that exists (`status`, `logs`):
+    /// a mistyped `--schema` is an error, not a new empty schema.
+    ApplyExisting,
     /// As it is: for a read-only role (`sql`).
     AsIs,
 }
 
-pub async fn open_database(settings: &Settings, schema: Schema) -> anyhow::Result<Database> {
+pub async fn open_database(
+    settings: &Settings,
+    migrations: Migrations,
+) -> anyhow::Result<Database> {
+    let db = &settings.database;
+    let schema = db.schema.as_ref();
     let connect = |options, max| async move {
-        match schema {
-            Schema::Migrate => Store::connect(options, max).await,
-            Schema::AsIs => Store::connect_as_is(options, max).await,
+        match (migrations, schema) {
+            (Migrations::Apply | Migrations::ApplyExisting, None) => {
+                Store::connect(options, max).await
+            }
+            (Migrations::Apply, Some(s)) => Store::connect_in(options, max, s, true).await,
+            (Migrations::ApplyExisting, Some(s)) => Store::connect_in(options, max, s, false).await,
+            (Migrations::AsIs, None) => Store::connect_as_is(options, max).await,
+            (Migrations::AsIs, Some(s)) => Store::connect_as_is_in(options, max, s).await,
         }
     };
-    let db = &settings.database;
     if let Some(url) = &db.url {
         let shown = redact_url(url.as_str());
         let options: PgConnectOptions = url

@@ -1,6 +1,8 @@
 //! The indexing commands (`backfill`, `follow`, `sync`): everything around
-//! the pipeline that a running service needs. Opens the database and takes
-//! its writer lock, builds the JSON-RPC source, listens for signals, serves
+//! the pipeline that a running service needs. Opens the database, builds
+//! the JSON-RPC source and refuses a node of another chain than the
+//! tables' (recording the chain id on the first run), takes the writer
+//! lock, listens for signals, serves
 //! `/metrics`, then runs the pipeline's converge loop with typed values and
 //! prints the summary. The indexing itself is [`crate::pipeline`]'s.
 
@@ -19,7 +21,7 @@ use crate::recover::Pool;
 use crate::rpc::RpcClient;
 use crate::store::{LockMode, Reconnecting, StoreError};
 
-use super::{Schema, open_database};
+use super::{Database, Migrations, open_database};
 
 pub async fn backfill(settings: Settings, from: u64, to: BlockTarget) -> anyhow::Result<ExitCode> {
     let (size, lease) = (settings.index.segment_blocks, settings.index.lease);
@@ -82,7 +84,9 @@ where
     Fut: Future<Output = anyhow::Result<ConvergeEnd>>,
 {
     narrow_to_events(&mut settings)?;
-    let database = open_database(&settings, Schema::Migrate).await?;
+    let database = open_database(&settings, Migrations::Apply).await?;
+    let rpc = Arc::new(RpcClient::new(settings.rpc.clone())?.with_logs(&settings.logs));
+    let chain_id = check_chain(&database, &rpc).await?;
     let lock = match role {
         Role::Alone => database.store.lock_writer(LockMode::Exclusive).await?,
         Role::Shared => database.store.lock_writer(LockMode::Shared).await?,
@@ -112,7 +116,6 @@ where
     let (trigger, shutdown) = crate::shutdown::channel();
     crate::shutdown::listen_for_signals(trigger);
     let metrics = Metrics::new();
-    let rpc = Arc::new(RpcClient::new(settings.rpc.clone())?.with_logs(&settings.logs));
     let rpc_stats = rpc.stats();
     metrics.attach_rpc(Arc::clone(&rpc_stats));
     if let Some(addr) = settings.metrics.listen {
@@ -127,7 +130,7 @@ where
             settings.metrics.max_stall,
         ));
     }
-    let chain = resolve_chain(&rpc, &settings).await?;
+    let chain = resolve_chain(chain_id, &settings);
     let ctx = Arc::new(Ctx::new(
         chain,
         rpc,
@@ -164,8 +167,7 @@ where
 }
 
 /// The chain the node serves, and whose rules its blocks are read by.
-async fn resolve_chain(rpc: &RpcClient, settings: &Settings) -> anyhow::Result<Chain> {
-    let id = rpc.chain_id().await?;
+fn resolve_chain(id: u64, settings: &Settings) -> Chain {
     let setting = settings.chain.profile;
     let chain = Chain::resolve(id, setting);
     if Chain::is_guess(id, setting) {
@@ -173,7 +175,24 @@ async fn resolve_chain(rpc: &RpcClient, settings: &Settings) -> anyhow::Result<C
     } else {
         tracing::info!(target: "indexer", "indexing {}", chain.describe());
     }
-    Ok(chain)
+    chain
+}
+
+/// The node's chain id against the one recorded with the tables, before
+/// the run writes anything: the first run into an empty schema records it,
+/// a node of another chain is refused, so one schema never mixes chains.
+async fn check_chain(database: &Database, rpc: &RpcClient) -> anyhow::Result<u64> {
+    let node = rpc.chain_id().await?;
+    let recorded = database.store.record_chain_id(node).await?;
+    if recorded != node {
+        let schema = database.store.schema().unwrap_or("none");
+        anyhow::bail!(
+            "schema {schema} of database {} holds chain id {recorded}, but the node says chain id {node}; nothing was written\n\nhint: point --rpc-url / RPC_URL at a node of chain {recorded}, or index chain {node} into a schema of its own with --schema NAME (DATABASE_SCHEMA, database.schema)",
+            database.name
+        );
+    }
+    tracing::debug!(target: "indexer", chain_id = node, schema = database.store.schema(), "chain id matches the tables'");
+    Ok(node)
 }
 
 /// In `getLogs` mode with no filters of its own, ask the node only for the

@@ -27,7 +27,7 @@ use crate::cli::{Cli, Command};
 use crate::config::Settings;
 use crate::recover::Pool;
 
-pub use database::{Database, Schema, open_database};
+pub use database::{Database, Migrations, open_database};
 
 pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     init_logging();
@@ -66,7 +66,7 @@ async fn dispatch(command: Command, settings: Settings) -> anyhow::Result<ExitCo
     match command {
         Command::Recover => recover(&settings).await,
         Command::Sql { query } => {
-            let database = open_database(&settings, Schema::AsIs).await?;
+            let database = open_database(&settings, Migrations::AsIs).await?;
             let table = crate::store::query::run_sql(database.store.pool(), &query)
                 .await
                 .map_err(|e| match &e {
@@ -106,7 +106,7 @@ async fn dispatch(command: Command, settings: Settings) -> anyhow::Result<ExitCo
             if let (Some(f), Some(t)) = (from, to) {
                 anyhow::ensure!(f <= t, "--from {f} is above --to {t}");
             }
-            let database = open_database(&settings, Schema::Migrate).await?;
+            let database = open_database(&settings, Migrations::ApplyExisting).await?;
             let table = crate::store::query::logs(database.store.pool(), &filter).await?;
             print!("{table}");
             if table.rows.len() as u64 == limit {
@@ -115,7 +115,7 @@ async fn dispatch(command: Command, settings: Settings) -> anyhow::Result<ExitCo
             Ok(ExitCode::SUCCESS)
         }
         Command::Status => {
-            let database = open_database(&settings, Schema::Migrate).await?;
+            let database = open_database(&settings, Migrations::ApplyExisting).await?;
             print!("{}", status::report(&settings, &database.store).await?);
             Ok(ExitCode::SUCCESS)
         }

@@ -22,6 +22,7 @@ fn overrides(cli: &Cli) -> Overrides {
     o.env("rpc.ws_url", "WS_URL");
     o.env("database.url", "DATABASE_URL");
     o.env("database.data_dir", "SENDER_INDEXER_DATA_DIR");
+    o.env("database.schema", "DATABASE_SCHEMA");
     o.env("metrics.listen", "METRICS_ADDR");
     let g = &cli.global;
     let flag = |name: &str| format!("flag --{name}");
@@ -37,6 +38,9 @@ fn overrides(cli: &Cli) -> Overrides {
     }
     if let Some(v) = &g.database_url {
         o.set("database.url", v.as_str(), flag("database-url"));
+    }
+    if let Some(v) = &g.schema {
+        o.set("database.schema", v.as_str(), flag("schema"));
     }
     if let Some(v) = &g.data_dir {
         o.set(
@@ -111,6 +115,19 @@ mod tests {
             err.starts_with("setting metrics.listen (from flag --metrics-addr):"),
             "{err}"
         );
+        let cli = Cli::try_parse_from(["x", "--schema", "Base", "status"]).unwrap();
+        let err = Settings::load(None, overrides(&cli))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.starts_with(
+                "setting database.schema (from flag --schema): \"Base\" is not a plain identifier"
+            ),
+            "{err}"
+        );
+        let cli = Cli::try_parse_from(["x", "--schema", "base", "status"]).unwrap();
+        let s = Settings::load(None, overrides(&cli)).unwrap();
+        assert_eq!(s.database.schema.unwrap().as_str(), "base");
         let cli = Cli::try_parse_from(["x", "--threads", "3", "--strict", "status"]).unwrap();
         let s = Settings::load(None, overrides(&cli)).unwrap();
         assert_eq!((s.index.threads, s.index.strict), (3, true));

@@ -17,6 +17,15 @@ const HEAD_TIMEOUT: Duration = Duration::from_secs(10);
 pub async fn report(settings: &Settings, store: &Store) -> anyhow::Result<String> {
     let s = crate::store::query::status(store.pool()).await?;
     let mut out = String::new();
+    let chain = match store.chain_id().await? {
+        Some(id) => match crate::chain::known_chain(id) {
+            Some(c) => format!("chain id {id} ({})", c.name),
+            None => format!("chain id {id}"),
+        },
+        None => "no chain id recorded yet".into(),
+    };
+    let schema = store.schema().unwrap_or("none");
+    writeln!(out, "chain:          {chain}, in schema {schema}")?;
     let range = match (s.lowest, s.highest) {
         (Some(lo), Some(hi)) => format!("{lo}..={hi}"),
         _ => "none".into(),

@@ -220,7 +220,12 @@ pub(super) fn create_statement(table: &Table, spec: &EventSpec) -> String {
 /// Creates the tables that do not exist yet and records their signatures;
 /// refuses a table recorded for another signature, or one that exists but
 /// was not created for an event.
-pub(super) async fn create(pool: &PgPool, tables: &[&'static Table]) -> Result<()> {
+/// `schema` (where the tables go) keeps the creation lock the schema's own.
+pub(super) async fn create(
+    pool: &PgPool,
+    tables: &[&'static Table],
+    schema: Option<&str>,
+) -> Result<()> {
     for table in tables {
         let Rows::Event(event) = &table.rows else {
             continue;
@@ -230,7 +235,10 @@ pub(super) async fn create(pool: &PgPool, tables: &[&'static Table]) -> Result<(
         // One process at a time creates and records (two starting together
         // would race on the registry row).
         sqlx::query("SELECT pg_advisory_xact_lock(hashtext($1))")
-            .bind(format!("sender-indexer event table {}", table.name))
+            .bind(match schema {
+                None | Some("public") => format!("sender-indexer event table {}", table.name),
+                Some(s) => format!("sender-indexer event table {s}.{}", table.name),
+            })
             .execute(&mut *tx)
             .await?;
         let recorded: Option<String> =

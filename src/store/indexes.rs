@@ -26,7 +26,8 @@ fn lookup_indexes() -> impl Iterator<Item = (&'static Table, &'static LookupInde
 /// build over tens of millions of rows to disk in many runs.
 const BUILD_SORT_MEMORY: &str = "SET LOCAL maintenance_work_mem = '256MB'";
 
-/// Held (session advisory lock) while one process builds the indexes.
+/// Held (session advisory lock) while one process builds the indexes (the
+/// schema's own key: see `schema::lock_key`).
 const BUILD_LOCK_KEY: i64 = 0x5e4d_e21d_e7e4;
 
 impl Store {
@@ -69,13 +70,14 @@ impl Store {
     /// together): the others wait, then find nothing missing.
     pub async fn build_lookup_indexes(&self) -> Result<Vec<&'static str>> {
         let mut guard = self.pool().acquire().await?;
+        let key = self.lock_key(BUILD_LOCK_KEY);
         sqlx::query("SELECT pg_advisory_lock($1)")
-            .bind(BUILD_LOCK_KEY)
+            .bind(key)
             .execute(&mut *guard)
             .await?;
         let built = self.build_missing().await;
         sqlx::query("SELECT pg_advisory_unlock($1)")
-            .bind(BUILD_LOCK_KEY)
+            .bind(key)
             .execute(&mut *guard)
             .await?;
         built

@@ -8,15 +8,19 @@
 //! write/undo pair of reth's stages). Each table is described once, in
 //! `tables` ([`TABLES`]); every statement here that touches block data
 //! iterates those descriptions. [`Store`] is the pipeline's
-//! [`Sink`](crate::sink::Sink) (see `sink`). This module knows nothing of
-//! RPC.
+//! [`Sink`](crate::sink::Sink) (see `sink`). The tables live in one
+//! PostgreSQL schema (`schema`: `database.schema`, or the connection's
+//! default), with the chain id they hold (`chain`). This module knows
+//! nothing of RPC.
 
+mod chain;
 mod copy;
 mod events;
 mod indexes;
 mod partitions;
 pub mod query;
 mod reconnect;
+mod schema;
 mod segments;
 mod sink;
 mod tables;
@@ -30,13 +34,15 @@ use crate::sink::{WriteOutcome, Written};
 use copy::CopyBuf;
 pub use partitions::{PARTITION_BLOCKS, partition_name};
 pub use reconnect::Reconnecting;
+pub use schema::SchemaName;
 pub use segments::{Lease, SegmentRow};
 pub use tables::{LookupIndex, Rows, TABLES, Table};
 
 /// The schema, embedded from `migrations/` and applied at start.
 pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!();
 
-/// Advisory-lock key held by the one process allowed to write.
+/// Advisory-lock key held by the one process allowed to write (in
+/// `public`; every other schema has its own: see `schema::lock_key`).
 const WRITER_LOCK_KEY: i64 = 0x5e4d_e21d_e7e1;
 
 #[derive(Debug, thiserror::Error)]
@@ -53,6 +59,14 @@ pub enum StoreError {
     },
     #[error("{0}")]
     Events(String),
+    #[error(
+        "schema {schema} does not exist in this database, and this role may not create it ({reason})\n\nhint: have its owner create it once (CREATE SCHEMA {schema} AUTHORIZATION <this role>), or run with a role that has CREATE on the database"
+    )]
+    SchemaNotCreated { schema: SchemaName, reason: String },
+    #[error(
+        "schema {schema} does not exist in this database: nothing was indexed into it\n\nhint: check --schema / DATABASE_SCHEMA (database.schema); backfill, follow and sync create it"
+    )]
+    SchemaMissing { schema: SchemaName },
     #[error(
         "another sender-indexer is writing to this database\n\nstop it first, or point this one at another database"
     )]
@@ -130,6 +144,8 @@ pub enum LockMode {
 pub struct WriterLock {
     conn: PgConnection,
     mode: LockMode,
+    /// The schema's own key ([`WRITER_LOCK_KEY`] made the schema's).
+    key: i64,
 }
 
 impl WriterLock {
@@ -151,12 +167,23 @@ impl WriterLock {
             LockMode::Shared => "SELECT pg_advisory_unlock_shared($1)",
         };
         sqlx::query(unlock)
-            .bind(WRITER_LOCK_KEY)
+            .bind(self.key)
             .execute(&mut self.conn)
             .await?;
         self.conn.close().await?;
         Ok(())
     }
+}
+
+/// What [`Store::open`] does to the database.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Open {
+    /// Creates the schema if missing, applies the migrations.
+    Create,
+    /// Applies the migrations; the schema must exist.
+    Migrate,
+    /// Nothing: for a role that may not create anything.
+    AsIs,
 }
 
 /// How long [`Store::lock_writer`] waits for a busy lock.
@@ -165,6 +192,9 @@ const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 #[derive(Clone)]
 pub struct Store {
     pool: PgPool,
+    /// The schema the tables live in, as the connections resolve it
+    /// (`None`: no schema of the `search_path` exists).
+    schema: Option<std::sync::Arc<str>>,
     /// [`TABLES`], then the decoded event tables ([`Store::with_events`]).
     tables: std::sync::Arc<Vec<&'static Table>>,
     /// Those of them partitioned by block range.
@@ -172,17 +202,51 @@ pub struct Store {
 }
 
 impl Store {
-    /// Connects and applies the schema migrations.
+    /// Connects and applies the migrations, in the connection's default
+    /// schema.
     pub async fn connect(options: PgConnectOptions, max_connections: u32) -> Result<Store> {
-        let mut store = Self::connect_as_is(options, max_connections).await?;
-        MIGRATOR.run(&store.pool).await?;
-        store.partitions = store.detect_partitions().await?;
-        Ok(store)
+        Self::open(options, max_connections, None, Open::Migrate).await
     }
 
-    /// Connects without touching the schema: for read-only use by a role
-    /// that may not create anything (`sql`).
+    /// [`Store::connect`] with every table (the migrations' own too) in
+    /// `schema`, which is created if missing when `create`, else must
+    /// exist.
+    pub async fn connect_in(
+        options: PgConnectOptions,
+        max_connections: u32,
+        schema: &SchemaName,
+        create: bool,
+    ) -> Result<Store> {
+        let open = if create { Open::Create } else { Open::Migrate };
+        Self::open(options, max_connections, Some(schema), open).await
+    }
+
+    /// Connects without touching the database: for read-only use by a
+    /// role that may not create anything (`sql`).
     pub async fn connect_as_is(options: PgConnectOptions, max_connections: u32) -> Result<Store> {
+        Self::open(options, max_connections, None, Open::AsIs).await
+    }
+
+    /// [`Store::connect_as_is`] in `schema`, which must exist.
+    pub async fn connect_as_is_in(
+        options: PgConnectOptions,
+        max_connections: u32,
+        schema: &SchemaName,
+    ) -> Result<Store> {
+        Self::open(options, max_connections, Some(schema), Open::AsIs).await
+    }
+
+    async fn open(
+        options: PgConnectOptions,
+        max_connections: u32,
+        schema: Option<&SchemaName>,
+        open: Open,
+    ) -> Result<Store> {
+        let migrate = open != Open::AsIs;
+        let options = match schema {
+            Some(s) => schema::in_schema(options, s),
+            None => options,
+        };
         let pool = PgPoolOptions::new()
             .max_connections(max_connections.max(2))
             // A statement waits this long for a connection; a database that
@@ -190,18 +254,44 @@ impl Store {
             .acquire_timeout(std::time::Duration::from_secs(5))
             .connect_with(options)
             .await?;
-        Ok(Store {
+        match schema {
+            Some(s) if open == Open::Create => schema::create_if_missing(&pool, s).await?,
+            Some(s) if !schema::exists(&pool, s).await? => {
+                return Err(StoreError::SchemaMissing { schema: s.clone() });
+            }
+            _ => {}
+        }
+        if migrate {
+            MIGRATOR.run(&pool).await?;
+        }
+        let mut store = Store {
+            schema: schema::current(&pool).await?.map(Into::into),
             pool,
             tables: std::sync::Arc::new(TABLES.to_vec()),
             partitions: Default::default(),
-        })
+        };
+        if migrate {
+            store.partitions = store.detect_partitions().await?;
+        }
+        Ok(store)
+    }
+
+    /// The schema the tables live in (`database.schema`, or the first
+    /// existing schema of the connection's `search_path`).
+    pub fn schema(&self) -> Option<&str> {
+        self.schema.as_deref()
+    }
+
+    /// Advisory-lock key `base`, made this schema's own.
+    fn lock_key(&self, base: i64) -> i64 {
+        schema::lock_key(base, self.schema())
     }
 
     /// Adds a decoded table per `[[events]]` entry, creating those that do
     /// not exist yet; a table created for another signature is an error.
     pub async fn with_events(mut self, events: &[crate::config::EventSettings]) -> Result<Store> {
         let described = events::describe(events)?;
-        events::create(&self.pool, &described).await?;
+        events::create(&self.pool, &described, self.schema()).await?;
         let mut tables = TABLES.to_vec();
         tables.extend(described);
         self.tables = std::sync::Arc::new(tables);
@@ -211,7 +301,8 @@ impl Store {
 
     async fn detect_partitions(&self) -> Result<partitions::Partitions> {
         let names: Vec<&'static str> = self.tables.iter().map(|t| t.name).collect();
-        partitions::Partitions::detect(&self.pool, &names).await
+        let key = self.lock_key(partitions::PARTITION_LOCK_KEY);
+        partitions::Partitions::detect(&self.pool, &names, key).await
     }
 
     fn is_partitioned(&self, table: &str) -> bool {
@@ -263,17 +354,18 @@ impl Store {
     ) -> Result<WriterLock> {
         let mut conn = PgConnection::connect_with(&self.pool.connect_options()).await?;
         let deadline = wait.map(|w| std::time::Instant::now() + w);
+        let key = self.lock_key(WRITER_LOCK_KEY);
         let try_lock = match mode {
             LockMode::Exclusive => "SELECT pg_try_advisory_lock($1)",
             LockMode::Shared => "SELECT pg_try_advisory_lock_shared($1)",
         };
         loop {
             let locked: bool = sqlx::query_scalar(try_lock)
-                .bind(WRITER_LOCK_KEY)
+                .bind(key)
                 .fetch_one(&mut conn)
                 .await?;
             if locked {
-                return Ok(WriterLock { conn, mode });
+                return Ok(WriterLock { conn, mode, key });
             }
             if deadline.is_some_and(|d| std::time::Instant::now() >= d) {
                 return Err(StoreError::Locked);
@@ -447,7 +539,10 @@ impl Store {
             outcome.txs_written = fresh.iter().map(|b| b.txs.len() as u64).sum();
         }
         match lease {
-            Some(lease) => lease.advance(&mut tx, last.number).await?,
+            Some(lease) => {
+                let key = self.lock_key(segments::COMPLETION_LOCK_KEY);
+                lease.advance(&mut tx, last.number, key).await?
+            }
             None => raise_checkpoint(&mut tx, last.number, &last.hash[..]).await?,
         }
         tx.commit().await?;

@@ -22,13 +22,16 @@ pub const PARTITION_BLOCKS: u64 = 1_000_000;
 /// PostgreSQL cuts identifiers at 63 bytes.
 const MAX_NAME: usize = 63;
 
-/// Serialises partition creation across processes.
-const PARTITION_LOCK_KEY: i64 = 0x5e4d_e21d_e7e3;
+/// Serialises partition creation across processes (of one schema: the
+/// store makes the key the schema's own).
+pub(super) const PARTITION_LOCK_KEY: i64 = 0x5e4d_e21d_e7e3;
 
 /// The partitioned tables and the partitions known to exist.
 #[derive(Clone, Default)]
 pub struct Partitions {
     tables: Arc<Vec<&'static str>>,
+    /// The advisory-lock key creation is serialised by.
+    lock_key: i64,
     made: Arc<Mutex<HashSet<(&'static str, u64)>>>,
 }
 
@@ -40,8 +43,13 @@ pub fn partition_name(table: &str, n: u64) -> String {
 }
 
 impl Partitions {
-    /// Those of `tables` that are partitioned in the database.
-    pub async fn detect(pool: &PgPool, tables: &[&'static str]) -> Result<Partitions> {
+    /// Those of `tables` that are partitioned in the database; partitions
+    /// are created under advisory lock `lock_key`.
+    pub async fn detect(
+        pool: &PgPool,
+        tables: &[&'static str],
+        lock_key: i64,
+    ) -> Result<Partitions> {
         let partitioned: Vec<String> = sqlx::query_scalar(
             "SELECT relname::text FROM pg_class
              WHERE relkind = 'p' AND relnamespace = current_schema()::regnamespace
@@ -58,6 +66,7 @@ impl Partitions {
                     .filter(|t| partitioned.iter().any(|p| p == t))
                     .collect(),
             ),
+            lock_key,
             made: Default::default(),
         })
     }
@@ -83,7 +92,7 @@ impl Partitions {
         }
         let mut tx = pool.begin().await?;
         sqlx::query("SELECT pg_advisory_xact_lock($1)")
-            .bind(PARTITION_LOCK_KEY)
+            .bind(self.lock_key)
             .execute(&mut *tx)
             .await?;
         for &(table, n) in &wanted {

@@ -19,8 +19,9 @@ use super::{Result, Store, StoreError};
 use crate::sink::{Segment, SegmentCounts};
 
 /// Serialises segment completions, so that two processes finishing
-/// neighbouring segments at once still move the checkpoint over both.
-const COMPLETION_LOCK_KEY: i64 = 0x5e4d_e21d_e7e2;
+/// neighbouring segments at once still move the checkpoint over both (the
+/// store makes the key its schema's own).
+pub(super) const COMPLETION_LOCK_KEY: i64 = 0x5e4d_e21d_e7e2;
 
 /// A segment this process writes into: its first block and the owner name
 /// the lease was taken with.
@@ -59,11 +60,12 @@ impl Lease {
 
     /// In the same transaction, after the blocks up to `last`: records the
     /// progress; at the segment's end marks it done and moves the
-    /// checkpoint.
+    /// checkpoint, under advisory lock `completion_key`.
     pub(super) async fn advance(
         &self,
         tx: &mut Transaction<'_, Postgres>,
         last: u64,
+        completion_key: i64,
     ) -> Result<()> {
         let done: bool = sqlx::query_scalar(
             "UPDATE segments
@@ -79,7 +81,7 @@ impl Lease {
         .await?;
         if done {
             sqlx::query("SELECT pg_advisory_xact_lock($1)")
-                .bind(COMPLETION_LOCK_KEY)
+                .bind(completion_key)
                 .execute(&mut **tx)
                 .await?;
             move_checkpoint(tx).await?;

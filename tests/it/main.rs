@@ -22,7 +22,8 @@
 //!   blocks: `backfill_fixtures`.
 //! * The database: `database` (it goes away), `crash` (`kill -9`),
 //!   `defer_indexes`, `scale_out` (leases), `schema` (every table
-//!   described), `roles`, `embedded`.
+//!   described), `roles`, `embedded`, `schemas` (several chains in one
+//!   database, a schema each).
 //! * What a person sees: `terminal`, `demo`, `secrets`.
 //! * A new harness (another server, another node): `support`, which decides
 //!   no outcome.
@@ -50,6 +51,7 @@ mod roles;
 mod rpc;
 mod scale_out;
 mod schema;
+mod schemas;
 mod secrets;
 mod support;
 mod terminal;

@@ -206,11 +206,18 @@ async fn the_partitioning_migration_moves_existing_rows() {
 }
 
 /// Every query of the README's SQL cookbook runs on the schema (with the
-/// `usdc_transfers` event table it names, created as `[[events]]` does).
+/// `usdc_transfers` event table it names, created as `[[events]]` does,
+/// and the `mainnet` and `base` schemas its query over two chains names,
+/// created as `--schema` does).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_readme_cookbook_runs() {
     let (_, url) = pg::fresh_db().await;
     let options: sqlx::postgres::PgConnectOptions = url.parse().unwrap();
+    for chain in ["mainnet", "base"] {
+        sender_indexer::store::Store::connect_in(options.clone(), 2, &chain.parse().unwrap(), true)
+            .await
+            .unwrap();
+    }
     let store = sender_indexer::store::Store::connect(options, 2)
         .await
         .unwrap()

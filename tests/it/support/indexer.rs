@@ -22,6 +22,7 @@ pub fn command(rpc_url: &str, db_url: &str, args: &[&str]) -> Command {
         .env_remove("WS_URL")
         .env_remove("METRICS_ADDR")
         .env_remove("SENDER_INDEXER_CONFIG")
+        .env_remove("DATABASE_SCHEMA")
         .env(
             "RUST_LOG",
             std::env::var("TEST_LOG").unwrap_or_else(|_| "warn".into()),
