@@ -231,9 +231,11 @@ async fn a_node_of_another_chain_is_refused_before_anything_is_written() {
     );
     let before = (snapshot(&mainnet).await, relations(&pool, "mainnet").await);
 
-    // The same URL now answers for another chain. The run would create an
+    // The same URL now answers for another chain, one of Ethereum's rules as
+    // these mainnet blocks are (Base's would rightly refuse their blob
+    // transactions: OP Stack chains have none). The run would create an
     // event table and write five blocks; it writes nothing.
-    server.set_chain_id(8453);
+    server.set_chain_id(17000);
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("events.toml");
     std::fs::write(
@@ -251,11 +253,11 @@ async fn a_node_of_another_chain_is_refused_before_anything_is_written() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
         !out.status.success(),
-        "a node of chain 8453 indexed into chain 1's schema: {err}"
+        "a node of chain 17000 indexed into chain 1's schema: {err}"
     );
     for part in [
         "schema mainnet",
-        "holds chain id 1, but the node says chain id 8453; nothing was written",
+        "holds chain id 1, but the node says chain id 17000; nothing was written",
         "point --rpc-url / RPC_URL at a node of chain 1",
         "--schema NAME (DATABASE_SCHEMA, database.schema)",
     ] {
@@ -275,21 +277,26 @@ async fn a_node_of_another_chain_is_refused_before_anything_is_written() {
     indexer::run_ok(
         &server.url(),
         &url,
-        &args.map(|a| if a == "mainnet" { "base" } else { a }),
+        &args.map(|a| if a == "mainnet" { "holesky" } else { a }),
     );
     assert_eq!(
-        recorded_chain_id(&pool, "base").await.as_deref(),
-        Some("8453")
+        recorded_chain_id(&pool, "holesky").await.as_deref(),
+        Some("17000")
     );
-    let base = pool_in(&url, "base").await;
-    let stored: Vec<i64> = snapshot(&base).await.blocks.iter().map(|b| b.0).collect();
+    let holesky = pool_in(&url, "holesky").await;
+    let stored: Vec<i64> = snapshot(&holesky)
+        .await
+        .blocks
+        .iter()
+        .map(|b| b.0)
+        .collect();
     assert_eq!(
         stored,
         (FIRST + 5..=FIRST + 9)
             .map(|n| n as i64)
             .collect::<Vec<_>>()
     );
-    let transfers: bool = sqlx::query_scalar("SELECT to_regclass('base.transfers') IS NOT NULL")
+    let transfers: bool = sqlx::query_scalar("SELECT to_regclass('holesky.transfers') IS NOT NULL")
         .fetch_one(&pool)
         .await
         .unwrap();
