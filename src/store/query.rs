@@ -17,7 +17,7 @@ pub struct Status {
     pub checkpoint: Option<(u64, String)>,
     pub rows: Vec<(String, u64)>,
     pub reorgs: u64,
-    /// Blocks by how they were verified: `full`, `off`, or `None` (stored
+    /// Blocks by how they were verified: `full`, `header`, `links`, `off`, or `None` (stored
     /// before verification existed).
     pub verified: Vec<(Option<String>, u64)>,
     /// Transactions by where their sender came from (`recovered`,

@@ -179,3 +179,73 @@ fn a_changed_field_of_a_chain_block_is_caught() {
         "receipt change not caught"
     );
 }
+
+/// The receipts a node serves for a case's block: its receipt set, or for
+/// the zkSync block the one receipt of its one transaction.
+fn served_receipts(c: &Case) -> Option<Value> {
+    match (c.receipts, c.block) {
+        (Some(name), _) => Some(serde_json::from_str(&fixture(name)).unwrap()),
+        (None, "zksync-35533.json") => Some(Value::Array(vec![
+            serde_json::from_str(&fixture("zksync-receipt-e56c1190.json")).unwrap(),
+        ])),
+        (None, _) => None,
+    }
+}
+
+/// sender_source, sender, node_from of one stored transaction.
+type SourceRow = (String, Option<Vec<u8>>, Option<Vec<u8>>);
+
+/// Through the whole binary and PostgreSQL: each real block, served by a
+/// node answering its chain's id, is stored by `backfill` with default
+/// settings at the level its profile reached, each sender with its source.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn backfill_stores_blocks_of_other_chains_at_the_level_reached() {
+    use crate::support::rpc_server::RpcServer;
+    use crate::support::{indexer, pg};
+
+    let mut levels = std::collections::BTreeSet::new();
+    for c in CASES {
+        let Some(receipts) = served_receipts(c) else {
+            continue;
+        };
+        let block: Value = serde_json::from_str(&fixture(c.block)).unwrap();
+        let number = block["number"].as_str().unwrap();
+        let n = u64::from_str_radix(number.trim_start_matches("0x"), 16).unwrap();
+        let server = RpcServer::start(vec![block.clone()]).await.unwrap();
+        server.set_chain_id(c.chain_id);
+        server.insert_receipts(n, &receipts);
+        let (pool, url) = pg::fresh_db().await;
+        let n_text = n.to_string();
+        indexer::run_ok(
+            &server.url(),
+            &url,
+            &["backfill", "--from", &n_text, "--to", &n_text],
+        );
+        let verified: Option<String> =
+            sqlx::query_scalar("SELECT verified FROM blocks WHERE number = $1")
+                .bind(n as i64)
+                .fetch_one(&pool)
+                .await
+                .unwrap();
+        assert_eq!(verified.as_deref(), Some(c.level), "{}", c.block);
+        levels.insert(c.level);
+        let rows: Vec<SourceRow> = sqlx::query_as(
+            "SELECT sender_source, sender, node_from FROM transactions ORDER BY tx_index",
+        )
+        .fetch_all(&pool)
+        .await
+        .unwrap();
+        let want: Vec<&str> = c.sources.iter().map(|s| s.as_str()).collect();
+        let got: Vec<&str> = rows.iter().map(|r| r.0.as_str()).collect();
+        assert_eq!(got, want, "{}", c.block);
+        for (i, (source, sender, from)) in rows.iter().enumerate() {
+            match source.as_str() {
+                "none" => assert!(sender.is_none(), "{} tx {i}", c.block),
+                _ => assert_eq!(sender, from, "{} tx {i}", c.block),
+            }
+        }
+    }
+    // Each level a profile can reach below full is stored, not refused by
+    // the table.
+    assert_eq!(levels, ["full", "header", "links"].into());
+}
