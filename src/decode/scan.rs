@@ -423,6 +423,19 @@ mod tests {
         let hash = serde(r#"{"h\u0061sh":"0x01"}"#).expect("serde_json reads it");
         assert_eq!(hash.hash, Some(&b"0x01"[..]));
         assert!(serde(r#"{"isSystemTx":false,"l1Fee":12}"#).is_ok());
+        // A flag is a boolean (op-geth) or a quantity (anvil), nothing else.
+        for (text, want) in [
+            (r#"{"isSystemTx":true}"#, Some(true)),
+            (r#"{"isSystemTx":"0x1"}"#, Some(true)),
+            (r#"{"isSystemTx":"0x0"}"#, Some(false)),
+            (r#"{"isSystemTx":null}"#, None),
+            (r#"{}"#, None),
+        ] {
+            assert_eq!(serde(text).unwrap().is_system_tx, want, "{text}");
+        }
+        for text in [r#"{"isSystemTx":"0x2"}"#, r#"{"isSystemTx":1}"#] {
+            assert!(serde(text).is_err(), "{text}");
+        }
         // A chain field is hex like every other: a number there is refused.
         assert!(serde(r#"{"mint":12}"#).is_err());
         assert!(serde(r#"{"input":"0x","data":"0x"}"#).is_err());

@@ -76,6 +76,7 @@ pub(super) struct WireTx<'a> {
     pub(super) source_hash: Option<&'a [u8]>,
     #[serde(borrow)]
     pub(super) mint: Option<&'a [u8]>,
+    #[serde(default, deserialize_with = "flag")]
     pub(super) is_system_tx: Option<bool>,
     #[serde(borrow)]
     pub(super) deposit_receipt_version: Option<&'a [u8]>,
@@ -116,6 +117,32 @@ pub(super) struct WireTx<'a> {
     pub(super) eth_compatible: Option<bool>,
     #[serde(borrow)]
     pub(super) max_fee_in_fee_currency: Option<&'a [u8]>,
+}
+
+/// A flag as nodes send it: a JSON boolean (op-geth, `isSystemTx: false`)
+/// or a quantity (anvil 1.7.1 sends `"0x1"`); anything else is an error.
+fn flag<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<bool>, D::Error> {
+    struct Flag;
+    impl serde::de::Visitor<'_> for Flag {
+        type Value = Option<bool>;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("a boolean, \"0x0\" or \"0x1\"")
+        }
+        fn visit_bool<E: serde::de::Error>(self, b: bool) -> Result<Self::Value, E> {
+            Ok(Some(b))
+        }
+        fn visit_str<E: serde::de::Error>(self, s: &str) -> Result<Self::Value, E> {
+            match s {
+                "0x0" => Ok(Some(false)),
+                "0x1" => Ok(Some(true)),
+                _ => Err(E::invalid_value(serde::de::Unexpected::Str(s), &self)),
+            }
+        }
+        fn visit_unit<E: serde::de::Error>(self) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+    }
+    d.deserialize_any(Flag)
 }
 
 #[derive(Deserialize)]
