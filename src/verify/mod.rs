@@ -584,7 +584,14 @@ fn check_receipts(
             }
         }
         if let Some(node) = r.contract_address {
-            let expected = match (p.tx.to, p.sender, p.tx.nonce) {
+            // An OP deposit's own nonce field is not signed; from Regolith
+            // its receipt's depositNonce (in receiptsRoot) is the nonce it
+            // created with, as op-geth derives the address.
+            let (nonce, what) = match (p.tx.tx_type, r.deposit_nonce) {
+                (0x7e, Some(deposit_nonce)) => (Some(deposit_nonce), "the sender and depositNonce"),
+                _ => (p.tx.nonce, "the sender and nonce"),
+            };
+            let expected = match (p.tx.to, p.sender, nonce) {
                 (None, Some(sender), Some(nonce)) => Some(create_address(sender, nonce)),
                 (None, _, _) => None, // no sender to derive it from
                 (Some(_), _, _) => {
@@ -602,7 +609,7 @@ fn check_receipts(
                     format!("receipt {i} contractAddress"),
                     &node,
                     &expected,
-                    "the sender and nonce",
+                    what,
                 ));
             }
         }
