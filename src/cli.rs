@@ -91,11 +91,17 @@ pub struct GlobalArgs {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Read JSON transaction objects on stdin, one per line; write one JSON
-    /// result line per input line: {"hash", "sender", "authorities"?, "error"?}.
+    /// result line per input line: {"hash", "sender", "source",
+    /// "hash_verified", "authorities"?, "error"?}.
     #[command(
-        after_help = "Example:\n  sender-indexer recover < transactions.jsonl > senders.jsonl"
+        after_help = "Each line is read by the rules of its chain: --chain-profile, else the chain its own chainId names, else the chain --chain-id names, else Ethereum's.\n\nExamples:\n  sender-indexer recover < transactions.jsonl > senders.jsonl\n  sender-indexer recover --chain-id 10 < op-deposits.jsonl"
     )]
-    Recover,
+    Recover {
+        /// The chain the transactions are from, for those that carry no
+        /// chainId of their own (legacy before EIP-155, OP deposits).
+        #[arg(long, value_name = "ID")]
+        chain_id: Option<u64>,
+    },
     /// Index a block range and exit; a rerun resumes where it stopped.
     #[command(
         after_help = "Examples:\n  RPC_URL=https://eth.example/v3/KEY sender-indexer backfill --from 18000000 --to 18001000\n  sender-indexer --rpc-url http://127.0.0.1:8545 backfill --from 0 --to latest\n  sender-indexer --segment-blocks 10000 backfill --from 0 --to 20000000   (run it on several machines at once)"

@@ -6,6 +6,12 @@
 //! pool's permits plus a small ordered queue), so memory stays flat on any
 //! input size. A bad line yields an error line; only I/O failure on stdin or
 //! stdout stops the run. This module does not touch the database.
+//!
+//! Every line says how its sender was obtained (`source`, as
+//! `transactions.sender_source`) and whether the hash rebuilt from its
+//! fields equals the line's `hash` (`hash_verified`): a sender recovered
+//! from fields that do not give the transaction's hash would be wrong, so
+//! a mismatch prints no sender and an error instead.
 
 use std::sync::Arc;
 
@@ -13,8 +19,32 @@ use serde_json::json;
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::sync::{mpsc, oneshot};
 
-use crate::decode::{Tx, hex0x};
-use crate::recover::{Pool, prefetch, recover_tx};
+use crate::chain::{Family, TxHashing, family_of};
+use crate::decode::{Tx, hex0x, keccak};
+use crate::recover::{Pool, prefetch, recover_tx_in};
+
+/// Which chain's rules lines are read by.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Rules {
+    /// `chain.profile` (`--chain-profile`): every line by this family.
+    pub profile: Option<Family>,
+    /// `--chain-id`: lines without a chainId of their own are of this chain.
+    pub chain_id: Option<u64>,
+}
+
+impl Rules {
+    fn family(&self, tx: &Tx) -> Family {
+        // Its own chain id: `chainId`, or on a legacy line its EIP-155 `v`.
+        let own = match (tx.tx_type, &tx.chain_id, &tx.v) {
+            (0, _, Some(v)) => Tx::eip155_chain_id(v),
+            (_, id, _) => *id,
+        };
+        let id = own.and_then(|c| c.to_u64()).or(self.chain_id);
+        self.profile
+            .or_else(|| id.and_then(|id| family_of(id, None)))
+            .unwrap_or(Family::Ethereum)
+    }
+}
 
 /// Lines per pool job: large enough that queueing costs nothing next to
 /// ~50 µs of recovery per line, small enough to keep workers evenly fed.
@@ -30,8 +60,14 @@ pub struct Totals {
 
 /// The output line (without newline) for one input line, and whether a
 /// sender was recovered.
-pub fn process_line(line: &str) -> (String, bool) {
-    let tx = match Tx::from_json(line) {
+pub fn process_line(line: &str, rules: Rules) -> (String, bool) {
+    // Read by Ethereum's rules first (every chain's common types), then
+    // again by the chain's when it has its own.
+    let tx = Tx::from_json(line).and_then(|tx| match rules.family(&tx) {
+        Family::Ethereum => Ok((tx, Family::Ethereum)),
+        family => Tx::from_json_in(line, family).map(|tx| (tx, family)),
+    });
+    let (tx, family) = match tx {
         Ok(tx) => tx,
         Err(e) => {
             // Echo the hash if the line is JSON with one, even when another
@@ -48,13 +84,46 @@ pub fn process_line(line: &str) -> (String, bool) {
             return (out.to_string(), false);
         }
     };
-    let recovered = recover_tx(&tx);
+    let profile = family.profile();
+    let mut recovered = recover_tx_in(&tx, profile);
+    let mut error = recovered.sender.as_ref().err().map(|e| e.to_string());
+    // The hash the fields give, against the line's.
+    let verified = match (tx.hash, profile.rule(tx.tx_type).map(|r| r.hashing)) {
+        (_, None) => {
+            error = Some(format!(
+                "transaction type 0x{:02x} is not a type of the {family} profile; give --chain-id or --chain-profile for its chain",
+                tx.tx_type
+            ));
+            None
+        }
+        (_, Some(TxHashing::Reported)) | (None, _) => None,
+        (Some(hash), Some(_)) => match tx.signed_encoding() {
+            Ok(enc) if keccak(&[&enc]) == hash => Some(true),
+            Ok(enc) => {
+                error = Some(format!(
+                    "the transaction's fields give hash {}, not its hash {}: a sender from them would be wrong (a chain of its own types? give --chain-id or --chain-profile)",
+                    hex0x(&keccak(&[&enc])),
+                    hex0x(&hash)
+                ));
+                Some(false)
+            }
+            Err(e) => {
+                error = Some(format!("its hash cannot be rebuilt: {e}"));
+                Some(false)
+            }
+        },
+    };
+    if verified == Some(false) || error.is_some() && recovered.sender.is_ok() {
+        recovered.sender = Err(crate::block::RecoverError::NoKey);
+    }
     let mut out = serde_json::Map::new();
     out.insert("hash".into(), json!(tx.hash.map(|h| hex0x(&h))));
     out.insert(
         "sender".into(),
         json!(recovered.sender.as_ref().ok().map(|a| hex0x(a))),
     );
+    out.insert("source".into(), json!(recovered.source.as_str()));
+    out.insert("hash_verified".into(), json!(verified));
     if tx.tx_type == 4 {
         let auths: Vec<_> = recovered
             .authorities
@@ -63,8 +132,8 @@ pub fn process_line(line: &str) -> (String, bool) {
             .collect();
         out.insert("authorities".into(), json!(auths));
     }
-    if let Err(e) = &recovered.sender {
-        out.insert("error".into(), json!(e.to_string()));
+    if let Some(e) = error {
+        out.insert("error".into(), json!(e));
     }
     (
         serde_json::Value::Object(out).to_string(),
@@ -74,7 +143,12 @@ pub fn process_line(line: &str) -> (String, bool) {
 
 /// Reads lines from `input` until EOF and writes one result line each to
 /// `output`, in order.
-pub async fn run<R, W>(input: R, mut output: W, pool: Arc<Pool>) -> std::io::Result<Totals>
+pub async fn run<R, W>(
+    input: R,
+    mut output: W,
+    pool: Arc<Pool>,
+    rules: Rules,
+) -> std::io::Result<Totals>
 where
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin,
@@ -101,7 +175,7 @@ where
                                 if let Some(next) = lines.get(i + 1) {
                                     prefetch(next.as_bytes());
                                 }
-                                process_line(&lines[i])
+                                process_line(&lines[i], rules)
                             })
                             .collect()
                     })
@@ -153,14 +227,14 @@ mod tests {
 
     #[test]
     fn bad_lines_get_error_lines() {
-        let (out, ok) = process_line("not json");
+        let (out, ok) = process_line("not json", Rules::default());
         assert!(!ok);
         let v: serde_json::Value = serde_json::from_str(&out).unwrap();
         assert_eq!(v["hash"], serde_json::Value::Null);
         assert_eq!(v["sender"], serde_json::Value::Null);
         assert!(v["error"].as_str().unwrap().contains("invalid transaction"));
 
-        let (out, ok) = process_line(r#"{"hash":"0xAB","r":"zz"}"#);
+        let (out, ok) = process_line(r#"{"hash":"0xAB","r":"zz"}"#, Rules::default());
         assert!(!ok);
         let v: serde_json::Value = serde_json::from_str(&out).unwrap();
         assert_eq!(v["hash"], "0xab");
@@ -173,7 +247,9 @@ mod tests {
             .map(|i| format!("{{\"hash\":\"0x{i:064x}\"}}\n"))
             .collect();
         let mut out = Vec::new();
-        let totals = run(input.as_bytes(), &mut out, pool).await.unwrap();
+        let totals = run(input.as_bytes(), &mut out, pool, Rules::default())
+            .await
+            .unwrap();
         assert_eq!(totals.lines, 1000);
         assert_eq!(totals.failed, 1000);
         let lines: Vec<_> = std::str::from_utf8(&out).unwrap().lines().collect();

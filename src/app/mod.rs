@@ -64,7 +64,7 @@ fn colour(terminal: bool, no_color: Option<&std::ffi::OsStr>) -> bool {
 
 async fn dispatch(command: Command, settings: Settings) -> anyhow::Result<ExitCode> {
     match command {
-        Command::Recover => recover(&settings).await,
+        Command::Recover { chain_id } => recover(&settings, chain_id).await,
         Command::Sql { query } => {
             let database = open_database(&settings, Migrations::AsIs).await?;
             let table = crate::store::query::run_sql(database.store.pool(), &query)
@@ -126,9 +126,13 @@ async fn dispatch(command: Command, settings: Settings) -> anyhow::Result<ExitCo
 }
 
 /// The `recover` command: JSON lines in, JSON lines out.
-async fn recover(settings: &Settings) -> anyhow::Result<ExitCode> {
+async fn recover(settings: &Settings, chain_id: Option<u64>) -> anyhow::Result<ExitCode> {
     let pool = Arc::new(Pool::from_setting(settings.index.threads));
-    let totals = crate::jsonl::run(tokio::io::stdin(), tokio::io::stdout(), pool)
+    let rules = crate::jsonl::Rules {
+        profile: settings.chain.profile,
+        chain_id,
+    };
+    let totals = crate::jsonl::run(tokio::io::stdin(), tokio::io::stdout(), pool, rules)
         .await
         .or_else(|e| match e.kind() {
             // `| head` closed our stdout: not an error.
