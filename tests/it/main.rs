@@ -19,7 +19,8 @@
 //!   in-memory chain: `converge`; against a real anvil: `follow`.
 //! * The whole binary against anvil, database equal to the node:
 //!   `anvil_backfill` (every transaction kind), `logs`; against the 42 real
-//!   blocks: `backfill_fixtures`.
+//!   blocks: `backfill_fixtures`; an OP Stack anvil with deposits of
+//!   every shape: `op_stack`.
 //! * The database: `database` (it goes away), `crash` (`kill -9`),
 //!   `defer_indexes`, `scale_out` (leases), `schema` (every table
 //!   described), `roles`, `embedded`, `schemas` (several chains in one
@@ -45,6 +46,7 @@ mod fuzz;
 mod get_logs;
 mod hostile;
 mod logs;
+mod op_stack;
 mod providers;
 mod recover;
 mod roles;

@@ -72,6 +72,9 @@ pub struct AnvilOptions {
     pub block_time: Option<u64>,
     /// `--no-mining`: blocks only via [`Anvil::mine`].
     pub no_mining: bool,
+    /// `--network optimism`, an OP Stack chain (and not `--hardfork
+    /// prague`, which that network does not take).
+    pub optimism: bool,
     /// Anything else, passed through.
     pub extra_args: Vec<String>,
 }
@@ -128,7 +131,12 @@ impl Anvil {
     fn spawn(opts: AnvilOptions) -> Self {
         let automine = opts.block_time.is_none() && !opts.no_mining;
         let mut cmd = Command::new(find_tool("anvil"));
-        cmd.args(["--host", "127.0.0.1", "--port", "0", "--hardfork", "prague"]);
+        cmd.args(["--host", "127.0.0.1", "--port", "0"]);
+        if opts.optimism {
+            cmd.args(["--network", "optimism"]);
+        } else {
+            cmd.args(["--hardfork", "prague"]);
+        }
         if let Some(secs) = opts.block_time {
             cmd.args(["--block-time", &secs.to_string()]);
         }

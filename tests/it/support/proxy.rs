@@ -82,7 +82,14 @@ struct ProxyState {
     block_calls: AtomicU64,
     /// Blocks or receipts it answered `null` because it lags.
     nulled: AtomicU64,
+    /// A change made to answers (see [`FaultProxy::set_edit`]).
+    edit: Mutex<Option<Edit>>,
+    edited: AtomicU64,
 }
+
+/// Changes one answer's `result`, given the method asked; true when it
+/// changed something.
+pub type Edit = Arc<dyn Fn(&str, &mut Value) -> bool + Send + Sync>;
 
 struct Throttle {
     /// One request admitted per `interval`.
@@ -117,6 +124,8 @@ impl FaultProxy {
             throttle: Mutex::new(None),
             block_calls: AtomicU64::new(0),
             nulled: AtomicU64::new(0),
+            edit: Mutex::new(None),
+            edited: AtomicU64::new(0),
         });
         let s = Arc::clone(&state);
         tokio::spawn(async move {
@@ -202,6 +211,17 @@ impl FaultProxy {
     /// for what its head says it has not got.
     pub fn nulled(&self) -> u64 {
         self.state.nulled.load(Relaxed)
+    }
+
+    /// From now on, every answer's `result` goes through `edit` (None:
+    /// answers pass unchanged), like a provider that lies about some field.
+    pub fn set_edit(&self, edit: Option<Edit>) {
+        *self.state.edit.lock().unwrap() = edit;
+    }
+
+    /// Answers `edit` changed.
+    pub fn edited(&self) -> u64 {
+        self.state.edited.load(Relaxed)
     }
 }
 
@@ -316,10 +336,26 @@ async fn forward(state: &ProxyState, body: &[u8]) -> Option<Vec<u8>> {
             one => change(one),
         }
     }
+    let by_id: HashMap<String, &Value> = list.iter().map(|c| (c["id"].to_string(), *c)).collect();
+    let edit = state.edit.lock().unwrap().clone();
+    if let Some(edit) = edit {
+        let mut change = |a: &mut Value| {
+            let method = by_id
+                .get(&a["id"].to_string())
+                .and_then(|c| c["method"].as_str())
+                .unwrap_or_default();
+            if edit(method, &mut a["result"]) {
+                state.edited.fetch_add(1, Relaxed);
+            }
+        };
+        match &mut answer {
+            Value::Array(a) => a.iter_mut().for_each(&mut change),
+            one => change(one),
+        }
+    }
     let Some(visible) = visible else {
         return serde_json::to_vec(&answer).ok();
     };
-    let by_id: HashMap<String, &Value> = list.iter().map(|c| (c["id"].to_string(), *c)).collect();
     let rewrite = |a: &mut Value| {
         let Some(call) = by_id.get(&a["id"].to_string()) else {
             return;

@@ -1,0 +1,249 @@
+//! An OP Stack chain end to end: `anvil --network optimism` answering as
+//! Base (support/op_chain.rs), deposits of every shape mixed with signed
+//! transactions, indexed by `backfill` then `follow` with default settings
+//! (the op-stack profile from `eth_chainId`, verification on). The
+//! database must equal the node, every block verified in full, every
+//! deposit's sender `committed` with its signed fields stored, every other
+//! sender `recovered`; a provider that changes a deposit's `from` or
+//! `mint` is caught and nothing of that block is stored.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::Value;
+use sqlx::PgPool;
+
+use crate::support::anvil::{Anvil, hex_u64, mine_empty};
+use crate::support::compare::{assert_db_equals_chain, chain, wait_db_equals_head};
+use crate::support::indexer::{self, Running};
+use crate::support::op_chain::{Deposit, mine_op_round, start_op_anvil};
+use crate::support::pg;
+use crate::support::proxy::FaultProxy;
+
+const SYNC_LIMIT: Duration = Duration::from_secs(60);
+
+fn is_deposit(tx: &Value) -> bool {
+    tx["type"]
+        .as_str()
+        .is_some_and(|t| t.eq_ignore_ascii_case("0x7e"))
+}
+
+/// block_number, tx_index, sender_source, source_hash, mint, is_system_tx,
+/// contract_address, status of one stored transaction.
+type TxRow = (
+    i64,
+    i32,
+    String,
+    Option<Vec<u8>>,
+    Option<String>,
+    Option<bool>,
+    Option<Vec<u8>>,
+    Option<i16>,
+);
+
+/// Per stored transaction, what the node and the deposits sent say it must
+/// be: sender source, and for deposits (source hash, mint, is_system_tx).
+async fn assert_sources_and_deposit_fields(pool: &PgPool, anvil: &Anvil, deposits: &[Deposit]) {
+    let head = anvil.block_number().await;
+    let rows: Vec<TxRow> =
+        sqlx::query_as(
+            "SELECT block_number, tx_index, sender_source, source_hash, mint::text, is_system_tx, contract_address, status \
+             FROM transactions ORDER BY block_number, tx_index",
+        )
+        .fetch_all(pool)
+        .await
+        .unwrap();
+    let mut i = 0;
+    let mut seen_deposits = 0;
+    for b in chain(anvil, 0, head).await {
+        for tx in b["transactions"].as_array().unwrap() {
+            let (n, idx, source, source_hash, mint, system, contract, status) = &rows[i];
+            i += 1;
+            let at = format!("block {n} tx {idx} ({})", tx["hash"]);
+            assert_eq!(
+                (*n as u64, *idx as u64),
+                (hex_u64(&b["number"]), hex_u64(&tx["transactionIndex"])),
+                "{at}"
+            );
+            let receipt = anvil.receipt(tx["hash"].as_str().unwrap()).await;
+            assert_eq!(
+                contract.as_ref().map(|c| format!("0x{}", hex::encode(c))),
+                receipt["contractAddress"].as_str().map(str::to_lowercase),
+                "{at}: contract address"
+            );
+            assert_eq!(
+                *status as Option<i16>,
+                Some(hex_u64(&receipt["status"]) as i16),
+                "{at}: status"
+            );
+            if is_deposit(tx) {
+                seen_deposits += 1;
+                let d = deposits
+                    .iter()
+                    .find(|d| format!("{}", d.hash()) == tx["hash"].as_str().unwrap())
+                    .unwrap_or_else(|| panic!("{at}: a deposit this test did not send"));
+                assert_eq!(source, "committed", "{at}");
+                assert_eq!(
+                    source_hash.as_deref(),
+                    Some(d.source_hash.as_slice()),
+                    "{at}"
+                );
+                assert_eq!(mint.as_deref(), Some(d.mint.to_string().as_str()), "{at}");
+                assert_eq!(*system, Some(d.is_system_tx), "{at}");
+            } else {
+                assert_eq!(source, "recovered", "{at}");
+                assert_eq!((source_hash, mint, system), (&None, &None, &None), "{at}");
+            }
+        }
+    }
+    assert_eq!(i, rows.len(), "rows beyond the node's transactions");
+    assert_eq!(seen_deposits, deposits.len(), "deposits stored");
+}
+
+async fn assert_every_block_verified_in_full(pool: &PgPool) {
+    let levels: Vec<(Option<String>, i64)> =
+        sqlx::query_as("SELECT verified, count(*) FROM blocks GROUP BY verified")
+            .fetch_all(pool)
+            .await
+            .unwrap();
+    assert_eq!(levels.len(), 1, "{levels:?}");
+    assert_eq!(levels[0].0.as_deref(), Some("full"), "{levels:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn backfill_then_follow_of_an_op_stack_chain_equal_the_node_every_block_verified() {
+    let anvil = start_op_anvil().await;
+    let mut deposits = Vec::new();
+    for salt in 0..3 {
+        deposits.extend(mine_op_round(&anvil, salt, false).await.deposits);
+        mine_empty(&anvil, 1).await;
+    }
+    // The chain holds what the test means: deposits of every shape, with
+    // the receipt fields OP gives them, and every signed type.
+    let head = anvil.block_number().await;
+    let mut types = std::collections::BTreeSet::new();
+    for b in chain(&anvil, 0, head).await {
+        for tx in b["transactions"].as_array().unwrap() {
+            types.insert(hex_u64(&tx["type"]));
+            if is_deposit(tx) {
+                let r = anvil.receipt(tx["hash"].as_str().unwrap()).await;
+                assert!(r.get("depositNonce").is_some(), "{r}");
+            }
+        }
+    }
+    assert_eq!(types, [0, 1, 2, 0x7e].into());
+
+    let (pool, url) = pg::fresh_db().await;
+    let to = head.to_string();
+    indexer::run_ok(anvil.url(), &url, &["backfill", "--from", "0", "--to", &to]);
+    assert_db_equals_chain(&pool, &anvil, 0, head).await;
+    assert_every_block_verified_in_full(&pool).await;
+    assert_sources_and_deposit_fields(&pool, &anvil, &deposits).await;
+
+    // `status` counts senders by source.
+    let out = indexer::run_ok(anvil.url(), &url, &["status"]);
+    let status = String::from_utf8_lossy(&out.stdout);
+    assert!(status.contains("committed"), "{status}");
+
+    // Following the head from there, new rounds land the same way.
+    let mut run = Running::spawn(anvil.url(), &url, &["follow", "--poll-interval-ms", "200"]);
+    for salt in 3..5 {
+        deposits.extend(mine_op_round(&anvil, salt, false).await.deposits);
+        wait_db_equals_head(&pool, &anvil, SYNC_LIMIT, &format!("round {salt}")).await;
+    }
+    assert!(
+        run.try_status().is_none(),
+        "follow exited:\n{}",
+        run.stderr()
+    );
+    run.terminate().await;
+    assert_every_block_verified_in_full(&pool).await;
+    assert_sources_and_deposit_fields(&pool, &anvil, &deposits).await;
+}
+
+/// A proxy that changes `field` of the first deposit of every block it
+/// serves to `to`.
+fn lie_about_deposits(proxy: &FaultProxy, field: &'static str, to: &'static str) {
+    proxy.set_edit(Some(Arc::new(move |method, result| {
+        if method != "eth_getBlockByNumber" {
+            return false;
+        }
+        let Some(txs) = result["transactions"].as_array_mut() else {
+            return false;
+        };
+        match txs.iter_mut().find(|t| is_deposit(t)) {
+            Some(tx) => {
+                tx[field] = Value::from(to);
+                true
+            }
+            None => false,
+        }
+    })));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_provider_that_changes_a_deposits_from_or_mint_is_caught() {
+    let anvil = start_op_anvil().await;
+    mine_op_round(&anvil, 0, false).await;
+    let head = anvil.block_number().await;
+    assert_eq!(head, 1);
+    for (field, to) in [
+        ("from", "0x00000000000000000000000000000000000b0b01"),
+        ("mint", "0xde0b6b3a7640000"),
+    ] {
+        let proxy = FaultProxy::start(anvil.url()).await;
+        lie_about_deposits(&proxy, field, to);
+        let (pool, url) = pg::fresh_db().await;
+        let out = indexer::run(proxy.url(), &url, &["backfill", "--from", "0", "--to", "1"]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !out.status.success(),
+            "a deposit's {field} changed: not caught\n{err}"
+        );
+        assert!(proxy.edited() > 0, "the proxy changed nothing");
+        assert!(err.contains("block 1"), "{field}: {err}");
+        assert!(err.contains("hash"), "{field}: {err}");
+        let stored: i64 = sqlx::query_scalar("SELECT count(*) FROM blocks WHERE number = 1")
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+        assert_eq!(stored, 0, "{field}: the lied-about block was stored");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deposit_creation_is_checked_by_its_deposit_nonce() {
+    let anvil = start_op_anvil().await;
+    let round = mine_op_round(&anvil, 0, true).await;
+    let creation = round.deposits.iter().find(|d| d.to.is_none()).unwrap();
+    let hash = format!("{}", creation.hash());
+    let receipt = anvil.receipt(&hash).await;
+    let deposit_nonce = hex_u64(&receipt["depositNonce"]);
+    // anvil's own receipt: the address of the nonce before the deposit,
+    // and depositNonce one past it (op-geth: the same nonce in both).
+    let (pool, url) = pg::fresh_db().await;
+    let out = indexer::run(anvil.url(), &url, &["backfill", "--from", "0", "--to", "1"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success(),
+        "anvil's deposit creation verified:\n{err}"
+    );
+    let index = hex_u64(&receipt["transactionIndex"]);
+    for part in [
+        "block 1".to_owned(),
+        format!("receipt {index} contractAddress does not verify"),
+        format!(
+            "the node says {}",
+            receipt["contractAddress"].as_str().unwrap().to_lowercase()
+        ),
+        "the sender and depositNonce give".to_owned(),
+    ] {
+        assert!(err.contains(&part), "{part:?} not in:\n{err}");
+    }
+    assert!(deposit_nonce >= 1, "{receipt}");
+    let stored: i64 = sqlx::query_scalar("SELECT count(*) FROM blocks WHERE number = 1")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(stored, 0);
+}
