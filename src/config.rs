@@ -108,6 +108,10 @@ pub struct RpcSettings {
     /// The largest answer read, in MiB: a broken or hostile endpoint cannot
     /// grow memory without bound.
     pub max_response_mib: NonZeroUsize,
+    /// Asks for gzip-compressed answers (`Accept-Encoding: gzip`) and
+    /// decodes them as they stream in; `max_response_mib` bounds the
+    /// decoded size.
+    pub gzip: bool,
     /// Deadline for one HTTP round trip (a whole batch).
     #[serde(rename = "request_timeout_ms", deserialize_with = "positive_millis")]
     pub request_timeout: Duration,
@@ -267,6 +271,8 @@ impl std::fmt::Debug for RpcSettings {
             .field("max_requests_per_second", &self.max_requests_per_second)
             .field("batch_size", &self.batch_size)
             .field("max_in_flight", &self.max_in_flight)
+            .field("max_response_mib", &self.max_response_mib)
+            .field("gzip", &self.gzip)
             .field("request_timeout", &self.request_timeout)
             .field("max_retries", &self.max_retries)
             .field("backoff_initial", &self.backoff_initial)

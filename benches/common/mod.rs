@@ -32,7 +32,7 @@ use sha3::{Digest, Keccak256};
 pub const RECENT_MAINNET: std::ops::RangeInclusive<u64> = 24_476_000..=24_476_009;
 
 #[path = "../../tests/it/support/fixtures.rs"]
-mod fixtures;
+pub mod fixtures;
 
 /// The JSON text of each of the 4,492 fixture transactions, one object a
 /// string, as the `recover` command reads them.

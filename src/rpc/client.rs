@@ -56,7 +56,9 @@ impl RpcClient {
             Some(path) => read_ca_file(path).map_err(bad)?,
             None => Vec::new(),
         };
-        let mut builder = reqwest::Client::builder().user_agent(USER_AGENT);
+        let mut builder = reqwest::Client::builder()
+            .user_agent(USER_AGENT)
+            .gzip(cfg.gzip);
         for der in &extra_roots {
             let cert = reqwest::Certificate::from_der(der.as_ref())
                 .map_err(|e| bad(format!("setting rpc.tls_ca_file: {e}")))?;

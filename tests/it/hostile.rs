@@ -270,7 +270,15 @@ fn huge_and_deep_blocks_are_refused_by_name_never_a_panic() {
 }
 
 /// A JSON-RPC server that answers every request with `body`.
-async fn answering(body: Vec<u8>) -> String {
+async fn answering(body: Vec<u8>, gzip: bool) -> String {
+    let (body, encoding) = if gzip {
+        (
+            crate::support::rpc_server::gzip(&body),
+            "Content-Encoding: gzip\r\n",
+        )
+    } else {
+        (body, "")
+    };
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
     tokio::spawn(async move {
@@ -281,7 +289,7 @@ async fn answering(body: Vec<u8>) -> String {
                 while let Ok(Some((h, b, _))) = read_request(&mut stream, &mut buf).await {
                     buf.drain(..h + b);
                     let head = format!(
-                        "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+                        "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\n{encoding}\r\n",
                         body.len()
                     );
                     if stream.write_all(head.as_bytes()).await.is_err()
@@ -306,9 +314,10 @@ fn settings(url: &str, max_response_mib: usize) -> RpcSettings {
 }
 
 /// The error of fetching block 7 from a server that answers `body`, with
-/// answers capped at `max_response_mib`; it must name the block.
-async fn block_7_error(body: Vec<u8>, max_response_mib: usize) -> String {
-    let rpc = RpcClient::new(settings(&answering(body).await, max_response_mib)).unwrap();
+/// answers capped at `max_response_mib` (gzip-compressed on the wire when
+/// `gzip`); it must name the block.
+async fn block_7_error(body: Vec<u8>, max_response_mib: usize, gzip: bool) -> String {
+    let rpc = RpcClient::new(settings(&answering(body, gzip).await, max_response_mib)).unwrap();
     let e = tokio::time::timeout(
         Duration::from_secs(30),
         sender_indexer::testing::blocks(&rpc, 7..=7),
@@ -327,7 +336,7 @@ async fn answers_not_utf8_or_over_the_cap_are_refused_by_name() {
     let mut body = br#"[{"jsonrpc":"2.0","id":0,"result":{"number":"0x7","hash":"0x"#.to_vec();
     body.extend_from_slice(&[0xff, 0xfe, 0xc3]);
     body.extend_from_slice(br#""}}]"#);
-    let e = block_7_error(body, 256).await;
+    let e = block_7_error(body, 256, false).await;
     assert!(e.contains("UTF-8") || e.contains("utf-8"), "{e}");
 
     // An answer of 2 MiB against a cap of 1 MiB.
@@ -335,6 +344,13 @@ async fn answers_not_utf8_or_over_the_cap_are_refused_by_name() {
     let body = format!(
         r#"[{{"jsonrpc":"2.0","id":0,"result":{{"number":"0x7","extraData":"0x{padding}"}}}}]"#
     );
-    let e = block_7_error(body.into_bytes(), 1).await;
+    let e = block_7_error(body.clone().into_bytes(), 1, false).await;
+    assert!(e.contains("rpc.max_response_mib (1 MiB)"), "{e}");
+
+    // The same answer gzip-compressed: a few KiB on the wire, 2 MiB once
+    // decoded. The cap applies to the decoded size.
+    let compressed = crate::support::rpc_server::gzip(body.as_bytes()).len();
+    assert!(compressed < 64 << 10, "{compressed} bytes");
+    let e = block_7_error(body.into_bytes(), 1, true).await;
     assert!(e.contains("rpc.max_response_mib (1 MiB)"), "{e}");
 }

@@ -14,7 +14,7 @@
 //!   `cli_recover`.
 //! * How the JSON-RPC client fetches, retries and reports: `rpc` (one
 //!   endpoint), `providers` (several, through fault proxies), `get_logs`,
-//!   `ws_heads`, `first_contact`.
+//!   `ws_heads`, `first_contact`, `compression` (gzip answers).
 //! * The converge loop (reorgs, lagging or failing nodes) in-process on the
 //!   in-memory chain: `converge`; against a real anvil: `follow`.
 //! * The whole binary against anvil, database equal to the node:
@@ -34,6 +34,7 @@ mod anvil_smoke;
 mod backfill_fixtures;
 mod chains;
 mod cli_recover;
+mod compression;
 mod converge;
 mod crash;
 mod database;

@@ -13,9 +13,11 @@
 //!
 //! It speaks just enough HTTP/1.1 (Content-Length bodies, keep-alive) for
 //! reqwest/hyper clients; no chunked encoding, no TLS. It listens on
-//! 127.0.0.1 only. The benchmark includes this file with `#[path]`, so it
-//! depends on nothing but std, tokio and serde_json, and knows nothing of the
-//! crate under test.
+//! 127.0.0.1 only. When told to ([`RpcServer::set_gzip`]) it compresses
+//! the answers whose request asks for gzip, as providers do, and counts the
+//! bytes it sends. The benchmark includes this file with `#[path]`, so it
+//! depends on nothing but std, tokio, serde_json and flate2, and knows
+//! nothing of the crate under test.
 
 // Tests and the benchmark each use a different subset of the knobs.
 #![allow(dead_code)]
@@ -144,6 +146,15 @@ struct State {
     rejected_batches: AtomicU64,
     in_flight: AtomicUsize,
     max_in_flight: AtomicUsize,
+    /// Compress answers for requests that accept gzip.
+    gzip: AtomicBool,
+    /// Requests whose `Accept-Encoding` named gzip.
+    asked_gzip: AtomicU64,
+    /// Answer bodies as sent (compressed or not) and before compression.
+    wire_bytes: AtomicU64,
+    plain_bytes: AtomicU64,
+    /// Time spent compressing, in nanoseconds (benchmarks subtract it).
+    gzip_nanos: AtomicU64,
 }
 
 /// The running server; stops (and drops its connections) when dropped.
@@ -181,6 +192,11 @@ impl RpcServer {
             rejected_batches: AtomicU64::new(0),
             in_flight: AtomicUsize::new(0),
             max_in_flight: AtomicUsize::new(0),
+            gzip: AtomicBool::new(false),
+            asked_gzip: AtomicU64::new(0),
+            wire_bytes: AtomicU64::new(0),
+            plain_bytes: AtomicU64::new(0),
+            gzip_nanos: AtomicU64::new(0),
         });
         let (shutdown, shutdown_rx) = watch::channel(false);
         let server = Self {
@@ -348,6 +364,24 @@ impl RpcServer {
     pub fn max_concurrent(&self) -> usize {
         self.state.max_in_flight.load(Relaxed)
     }
+
+    /// Whether answers to requests that accept gzip are sent compressed
+    /// (`Content-Encoding: gzip`), as providers do; off by default.
+    pub fn set_gzip(&self, on: bool) {
+        self.state.gzip.store(on, Relaxed);
+    }
+
+    /// Traffic so far: (requests that asked for gzip, answer body bytes as
+    /// sent, the same bodies before compression, nanoseconds compressing).
+    pub fn wire(&self) -> (u64, u64, u64, u64) {
+        let s = &self.state;
+        (
+            s.asked_gzip.load(Relaxed),
+            s.wire_bytes.load(Relaxed),
+            s.plain_bytes.load(Relaxed),
+            s.gzip_nanos.load(Relaxed),
+        )
+    }
 }
 
 impl Drop for RpcServer {
@@ -383,7 +417,11 @@ async fn serve_connection(mut stream: TcpStream, state: Arc<State>) -> std::io::
             return Ok(());
         };
         let body = buf[head_len..head_len + body_len].to_vec();
+        let accepts_gzip = accepts_gzip(&buf[..head_len]);
         buf.drain(..head_len + body_len);
+        if accepts_gzip {
+            state.asked_gzip.fetch_add(1, Relaxed);
+        }
 
         let n = state.requests.fetch_add(1, Relaxed);
         let now = state.in_flight.fetch_add(1, Relaxed) + 1;
@@ -391,13 +429,27 @@ async fn serve_connection(mut stream: TcpStream, state: Arc<State>) -> std::io::
         let answer = answer_request(&state, n, &body).await;
         state.in_flight.fetch_sub(1, Relaxed);
 
-        let Some((status, payload)) = answer else {
+        let Some((status, mut payload)) = answer else {
             return Ok(()); // injected close
         };
+        state.plain_bytes.fetch_add(payload.len() as u64, Relaxed);
+        let compress = accepts_gzip && state.gzip.load(Relaxed);
+        if compress {
+            let started = std::time::Instant::now();
+            payload = gzip(&payload);
+            let nanos = u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);
+            state.gzip_nanos.fetch_add(nanos, Relaxed);
+        }
+        state.wire_bytes.fetch_add(payload.len() as u64, Relaxed);
         let head = format!(
-            "HTTP/1.1 {status} {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n{}\r\n",
+            "HTTP/1.1 {status} {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n{}{}\r\n",
             reason(status),
             payload.len(),
+            if compress {
+                "Content-Encoding: gzip\r\n"
+            } else {
+                ""
+            },
             if close { "Connection: close\r\n" } else { "" },
         );
         // Two writes, no concatenation: a batch of full blocks is megabytes,
@@ -408,6 +460,24 @@ async fn serve_connection(mut stream: TcpStream, state: Arc<State>) -> std::io::
             return Ok(());
         }
     }
+}
+
+/// Whether a request's head has an `Accept-Encoding` naming gzip.
+fn accepts_gzip(head: &[u8]) -> bool {
+    String::from_utf8_lossy(head).split("\r\n").any(|line| {
+        line.split_once(':').is_some_and(|(name, value)| {
+            name.trim().eq_ignore_ascii_case("accept-encoding")
+                && value.split(',').any(|v| v.trim().starts_with("gzip"))
+        })
+    })
+}
+
+/// `bytes` gzip-compressed at the default level, as web servers do.
+pub fn gzip(bytes: &[u8]) -> Vec<u8> {
+    use std::io::Write as _;
+    let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    e.write_all(bytes).expect("writing to memory");
+    e.finish().expect("writing to memory")
 }
 
 /// Reads until `buf` holds one whole request; returns (header length, body
