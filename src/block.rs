@@ -32,6 +32,10 @@ pub struct BlockTx {
     pub recovered: Recovered,
     /// Its receipt, when receipts are fetched (attached by the pipeline).
     pub receipt: Option<Receipt>,
+    /// For type 4, per authorization in order: why the rules that need no
+    /// state keep it from taking effect (`None`: they let it). Filled by
+    /// `verify::check`, which knows the chain.
+    pub void_authorizations: Vec<Option<&'static str>>,
 }
 
 /// What recovery found for one transaction: its sender and where it came

@@ -210,6 +210,7 @@ pub fn recover_slices_with<P>(
                     tx,
                     recovered,
                     receipt: None,
+                    void_authorizations: Vec::new(),
                 },
                 extra,
             ))

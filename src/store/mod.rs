@@ -59,6 +59,10 @@ pub enum StoreError {
     },
     #[error("{0}")]
     Events(String),
+    /// A block reached the store without what checking it adds: a bug in
+    /// the pipeline, never written half.
+    #[error("block {number}: {what} missing; it was not checked before being stored")]
+    Unchecked { number: u64, what: &'static str },
     #[error(
         "schema {schema} does not exist in this database, and this role may not create it ({reason})\n\nhint: have its owner create it once (CREATE SCHEMA {schema} AUTHORIZATION <this role>), or run with a role that has CREATE on the database"
     )]

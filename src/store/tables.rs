@@ -283,6 +283,8 @@ pub static AUTHORIZATIONS: Table = Table {
         "nonce",
         "authority",
         "error",
+        "valid",
+        "invalid_reason",
     ],
     lookup_indexes: &[LookupIndex {
         name: "authorizations_authority_idx",
@@ -291,8 +293,17 @@ pub static AUTHORIZATIONS: Table = Table {
     rows: Rows::Fixed(|block, a| {
         let number = block_number(block)?;
         for (i, rtx) in block.txs.iter().enumerate() {
-            let auths = rtx.tx.authorization_list.iter();
-            for (j, (auth, authority)) in auths.zip(&rtx.recovered.authorities).enumerate() {
+            let auths = &rtx.tx.authorization_list;
+            let (authorities, voids) = (&rtx.recovered.authorities, &rtx.void_authorizations);
+            if authorities.len() != auths.len() || voids.len() != auths.len() {
+                return Err(StoreError::Unchecked {
+                    number: block.header.number,
+                    what: "an authorization's authority or validity",
+                });
+            }
+            for (j, ((auth, authority), void)) in
+                auths.iter().zip(authorities).zip(voids).enumerate()
+            {
                 a.row().i64(number).i32(i as i32).i32(j as i32);
                 match &auth.chain_id {
                     Some(c) => a.numeric(c),
@@ -307,6 +318,11 @@ pub static AUTHORIZATIONS: Table = Table {
                 match authority {
                     Err(e) => a.text(&e.to_string()),
                     Ok(_) => a.null(),
+                };
+                a.bool(void.is_none());
+                match void {
+                    Some(reason) => a.text(reason),
+                    None => a.null(),
                 };
             }
         }

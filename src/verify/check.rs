@@ -86,6 +86,14 @@ pub fn check(block: Unchecked, rules: &Rules<'_>) -> Result<Checked, Rejection> 
     let full = rules.level == Level::Full;
     let mut next_log = 0;
     let mut from_mismatches = Vec::new();
+    for t in txs.iter_mut() {
+        t.void_authorizations =
+            t.tx.authorization_list
+                .iter()
+                .zip(&t.recovered.authorities)
+                .map(|(a, authority)| super::authorization_void(a, authority, rules.chain.id))
+                .collect();
+    }
     for (i, t) in txs.iter().enumerate() {
         if receipt_count.is_some() {
             let receipt = t

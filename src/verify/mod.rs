@@ -32,6 +32,7 @@
 //! `roots`, a new header layout in `header`.
 
 mod anchors;
+mod authorizations;
 mod check;
 mod header;
 mod receipts;
@@ -39,6 +40,7 @@ mod roots;
 mod trust;
 
 pub use anchors::{Anchor, AnchorOrigin, Anchors, builtin_genesis};
+pub use authorizations::authorization_void;
 pub use check::{Checked, Proofs, Rules, Unchecked, check};
 pub use header::header_hash;
 pub use roots::{ordered_root, receipt_encoding, withdrawals_root};

@@ -159,3 +159,135 @@ async fn backfill_killed_part_way_then_restarted_equals_a_clean_run() {
     assert_db_equals_chain(&pool, &anvil, 0, head).await;
     assert_eq!(snapshot(&pool).await, clean);
 }
+
+/// `signed` (a `cast wallet sign-auth` tuple, RLP of chainId, address,
+/// nonce, yParity, r, s) with `s` replaced by n - s and `yParity` flipped:
+/// the same authority recovers from it, but EIP-7702 skips it.
+fn with_high_s(signed: &str) -> String {
+    use alloy_primitives::{Address, U256};
+    use alloy_rlp::{Decodable, Encodable, Header};
+    let n: U256 = "0xfffffffffffffffffffffffffffffffebaaedce6af48a03bbfd25e8cd0364141"
+        .parse()
+        .unwrap();
+    let bytes = hex::decode(signed.trim_start_matches("0x")).unwrap();
+    let buf = &mut &bytes[..];
+    assert!(Header::decode(buf).unwrap().list);
+    let chain_id = U256::decode(buf).unwrap();
+    let address = Address::decode(buf).unwrap();
+    let nonce = u64::decode(buf).unwrap();
+    let y_parity = u8::decode(buf).unwrap();
+    let r = U256::decode(buf).unwrap();
+    let s = U256::decode(buf).unwrap();
+    let mut body = Vec::new();
+    chain_id.encode(&mut body);
+    address.encode(&mut body);
+    nonce.encode(&mut body);
+    (1 - y_parity).encode(&mut body);
+    r.encode(&mut body);
+    (n - s).encode(&mut body);
+    let mut out = Vec::new();
+    Header {
+        list: true,
+        payload_length: body.len(),
+    }
+    .encode(&mut out);
+    out.extend(body);
+    format!("0x{}", hex::encode(out))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn authorizations_the_chain_skips_are_stored_marked_with_their_reason() {
+    let anvil = Anvil::start().await;
+    let (authority, key) = anvil.account(7);
+    let (sponsor_key, delegate) = (
+        anvil.account(6).1.to_string(),
+        anvil.account(8).0.to_string(),
+    );
+    let signed = anvil
+        .cast(&["wallet", "sign-auth", &delegate, "--private-key", key])
+        .await;
+    let other_chain = anvil
+        .cast(&[
+            "wallet",
+            "sign-auth",
+            &delegate,
+            "--private-key",
+            key,
+            "--chain",
+            "999",
+            "--nonce",
+            "0",
+        ])
+        .await;
+    let high_s = with_high_s(&signed);
+    let hash = anvil
+        .cast(&[
+            "send",
+            "--async",
+            "--private-key",
+            &sponsor_key,
+            "--auth",
+            &signed,
+            "--auth",
+            &high_s,
+            "--auth",
+            &other_chain,
+            &delegate,
+            "--value",
+            "1",
+        ])
+        .await;
+    assert_eq!(anvil.receipt(&hash).await["status"], "0x1");
+    // The chain applied the first tuple: the authority's code delegates.
+    let code = anvil
+        .rpc("eth_getCode", serde_json::json!([authority, "latest"]))
+        .await;
+    assert_eq!(
+        code.as_str().unwrap(),
+        format!(
+            "0xef0100{}",
+            delegate.trim_start_matches("0x").to_lowercase()
+        )
+    );
+
+    let (pool, url) = pg::fresh_db().await;
+    indexer::run_ok(
+        anvil.url(),
+        &url,
+        &["backfill", "--from", "0", "--to", "latest"],
+    );
+    type Row = (i32, Option<Vec<u8>>, Option<bool>, Option<String>);
+    let rows: Vec<Row> = sqlx::query_as(
+        "SELECT auth_index, authority, valid, invalid_reason FROM authorizations ORDER BY auth_index",
+    )
+    .fetch_all(&pool)
+    .await
+    .unwrap();
+    let authority = hex::decode(authority.trim_start_matches("0x")).unwrap();
+    assert_eq!(
+        rows,
+        vec![
+            (0, Some(authority.clone()), Some(true), None),
+            // The same authority recovers from the high-s copy: only the
+            // rule tells it apart.
+            (
+                1,
+                Some(authority.clone()),
+                Some(false),
+                Some("s is above n/2".into())
+            ),
+            (
+                2,
+                Some(authority),
+                Some(false),
+                Some("chainId is neither 0 nor this chain's".into())
+            ),
+        ]
+    );
+    let verified: String =
+        sqlx::query_scalar("SELECT verified FROM blocks ORDER BY number DESC LIMIT 1")
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+    assert_eq!(verified, "full");
+}
