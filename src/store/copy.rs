@@ -14,6 +14,9 @@ const SIGNATURE: &[u8] = b"PGCOPY\n\xff\r\n\0";
 
 /// Microseconds between the Unix epoch and PostgreSQL's (2000-01-01).
 const PG_EPOCH_OFFSET_SECS: i64 = 946_684_800;
+/// The last second `TIMESTAMPTZ` holds, 294276-12-31 23:59:59 UTC, in Unix
+/// seconds (PostgreSQL's `END_TIMESTAMP`, exclusive, is a second later).
+const MAX_TIMESTAMPTZ_SECS: i64 = 9_224_318_015_999;
 
 /// One COPY stream's bytes: header, rows, trailer.
 pub struct CopyBuf {
@@ -84,9 +87,17 @@ impl CopyBuf {
     }
 
     /// `TIMESTAMPTZ` from Unix seconds.
+    ///
+    /// NULL past the year 294276, the last `TIMESTAMPTZ` holds (the
+    /// exact seconds go in a `NUMERIC` beside it): never a wrapped or
+    /// saturated (`infinity`) value.
     pub fn timestamp(&mut self, unix_secs: u64) -> &mut Self {
-        let micros = (unix_secs as i64 - PG_EPOCH_OFFSET_SECS).saturating_mul(1_000_000);
-        self.i64(micros)
+        match i64::try_from(unix_secs) {
+            Ok(secs) if secs <= MAX_TIMESTAMPTZ_SECS => {
+                self.i64((secs - PG_EPOCH_OFFSET_SECS) * 1_000_000)
+            }
+            _ => self.null(),
+        }
     }
 
     /// `NUMERIC` holding a non-negative integer.

@@ -89,6 +89,7 @@ pub static BLOCKS: Table = Table {
         "timestamp",
         "tx_count",
         "verified",
+        "timestamp_seconds",
     ],
     lookup_indexes: &[],
     rows: Rows::Fixed(|block, out| {
@@ -101,7 +102,8 @@ pub static BLOCKS: Table = Table {
             .bytes(&h.parent_hash)
             .timestamp(h.timestamp)
             .i32(tx_count)
-            .text(block.verified.as_str());
+            .text(block.verified.as_str())
+            .numeric(&U256::from_u64(h.timestamp));
         Ok(())
     }),
 };
@@ -164,11 +166,7 @@ pub static TRANSACTIONS: Table = Table {
             };
             t.opt_bytes(tx.to.as_ref().map(|x| &x[..]));
             match tx.nonce {
-                Some(n) => {
-                    let n = i64::try_from(n)
-                        .map_err(|_| out_of_range(block.header.number, "nonce", n))?;
-                    t.i64(n)
-                }
+                Some(n) => t.numeric(&U256::from_u64(n)),
                 None => t.null(),
             };
             match &tx.value {

@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use nix::sys::signal::Signal;
 
-use crate::support::anvil::{Anvil, AnvilOptions, hex_u64, mine_empty, mine_every_kind};
+use crate::support::anvil::{Anvil, AnvilOptions, TxKind, hex_u64, mine_empty, mine_every_kind};
 use crate::support::compare::{assert_db_equals_chain, chain, snapshot};
 use crate::support::indexer::Running;
 use crate::support::proxy::slow_proxy;
@@ -290,4 +290,74 @@ async fn authorizations_the_chain_skips_are_stored_marked_with_their_reason() {
             .await
             .unwrap();
     assert_eq!(verified, "full");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn u64_values_past_what_bigint_holds_are_stored_exactly() {
+    // Valid by the protocol, and anvil mines them: a nonce of 2^64-2
+    // (EIP-2681's last usable one), then timestamps of 2^64-2 and 2^64-1.
+    let anvil = Anvil::start().await;
+    let (sender, _) = anvil.account(1);
+    anvil
+        .rpc(
+            "anvil_setNonce",
+            serde_json::json!([sender, "0xfffffffffffffffe"]),
+        )
+        .await;
+    anvil
+        .rpc(
+            "evm_setNextBlockTimestamp",
+            serde_json::json!(["0xfffffffffffffffe"]),
+        )
+        .await;
+    let hash = anvil.send(1, TxKind::Eip1559).await;
+    anvil.receipt(&hash).await;
+    // evm_setNextBlockTimestamp refuses 2^64-1; evm_mine takes it.
+    anvil
+        .rpc("evm_mine", serde_json::json!(["0xffffffffffffffff"]))
+        .await;
+    let head = anvil.block_number().await;
+    let last = anvil.block(head).await;
+    assert_eq!(
+        last["timestamp"], "0xffffffffffffffff",
+        "anvil mined the last second"
+    );
+
+    let (pool, url) = pg::fresh_db().await;
+    indexer::run_ok(
+        anvil.url(),
+        &url,
+        &["backfill", "--from", "0", "--to", "latest"],
+    );
+    let blocks: Vec<(i64, String, Option<f64>, String)> = sqlx::query_as(
+        "SELECT number, timestamp_seconds::text, extract(epoch FROM timestamp)::float8, verified FROM blocks
+         WHERE number > 0 ORDER BY number",
+    )
+    .fetch_all(&pool)
+    .await
+    .unwrap();
+    let mut want = Vec::new();
+    for n in 1..=head {
+        let ts = hex_u64(&anvil.block(n).await["timestamp"]);
+        assert!(ts >= u64::MAX - 1, "block {n}: {ts}");
+        want.push((n as i64, ts.to_string(), None, "full".to_string()));
+    }
+    assert_eq!(
+        blocks, want,
+        "exact seconds; no TIMESTAMPTZ holds them, so timestamp is NULL, never wrapped"
+    );
+    let nonce: String =
+        sqlx::query_scalar("SELECT nonce::text FROM transactions WHERE block_number = 1")
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+    assert_eq!(nonce, "18446744073709551614");
+    // Block 0 keeps its TIMESTAMPTZ, equal to its seconds.
+    let genesis: (String, f64) = sqlx::query_as(
+        "SELECT timestamp_seconds::text, extract(epoch FROM timestamp)::float8 FROM blocks WHERE number = 0",
+    )
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert_eq!(genesis.0, (genesis.1 as u64).to_string());
 }

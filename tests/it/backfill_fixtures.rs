@@ -82,7 +82,7 @@ async fn every_real_block_is_stored_with_verified_senders() {
         assert!(!stderr.contains("differs"), "{network}: {stderr}");
         for block in &blocks {
             let n = quantity(&block["number"]) as i64;
-            let row = sqlx::query("SELECT hash, parent_hash, tx_count, extract(epoch from timestamp)::bigint FROM blocks WHERE number = $1")
+            let row = sqlx::query("SELECT hash, parent_hash, tx_count, extract(epoch from timestamp)::bigint, timestamp_seconds::text FROM blocks WHERE number = $1")
                 .bind(n)
                 .fetch_one(&pool)
                 .await
@@ -94,10 +94,14 @@ async fn every_real_block_is_stored_with_verified_senders() {
             );
             assert_eq!(row.get::<Vec<u8>, _>(1), bytes(&block["parentHash"]));
             assert_eq!(row.get::<i64, _>(3) as u128, quantity(&block["timestamp"]));
+            assert_eq!(
+                row.get::<String, _>(4),
+                quantity(&block["timestamp"]).to_string()
+            );
             let txs = block["transactions"].as_array().unwrap();
             assert_eq!(row.get::<i32, _>(2) as usize, txs.len());
             let rows = sqlx::query(
-                "SELECT tx_index, hash, sender, node_from, from_matches, to_address, nonce, value::text, tx_type, error
+                "SELECT tx_index, hash, sender, node_from, from_matches, to_address, nonce::text AS nonce, value::text, tx_type, error
                  FROM transactions WHERE block_number = $1 ORDER BY tx_index",
             )
             .bind(n)
@@ -127,7 +131,8 @@ async fn every_real_block_is_stored_with_verified_senders() {
                 let to = (!tx["to"].is_null()).then(|| bytes(&tx["to"]));
                 assert_eq!(row.get::<Option<Vec<u8>>, _>("to_address"), to, "{what}");
                 assert_eq!(
-                    row.get::<Option<i64>, _>("nonce").map(|v| v as u128),
+                    row.get::<Option<String>, _>("nonce")
+                        .map(|v| v.parse::<u128>().unwrap()),
                     Some(quantity(&tx["nonce"])),
                     "{what}"
                 );

@@ -205,6 +205,79 @@ async fn the_partitioning_migration_moves_existing_rows() {
     assert_eq!(valid, 5);
 }
 
+/// A database whose old COPY wrapped u64 timestamps past 2^63 into
+/// negative ones: the migration unwraps them exactly into
+/// `timestamp_seconds`, marks saturated (infinite) ones unknown, keeps the
+/// others, and nonces keep their values in their wider column.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_exact_values_migration_unwraps_stored_timestamps() {
+    let (pool, _) = pg::fresh_db().await;
+    let dir = tempfile::tempdir().unwrap();
+    let src = concat!(env!("CARGO_MANIFEST_DIR"), "/migrations");
+    for e in std::fs::read_dir(src).unwrap() {
+        let e = e.unwrap();
+        let name = e.file_name().into_string().unwrap();
+        if name.as_str() < "20261205000005" {
+            std::fs::copy(e.path(), dir.path().join(&name)).unwrap();
+        }
+    }
+    sqlx::migrate::Migrator::new(dir.path())
+        .await
+        .unwrap()
+        .run(&pool)
+        .await
+        .unwrap();
+    // What the old code wrote for 1,700,000,000 s, 2^64-1 and 2^64-2
+    // (wrapped to -1 and -2 s) and a value it saturated to infinity.
+    for (n, ts) in [
+        (1i64, "to_timestamp(1700000000)"),
+        (2, "to_timestamp(-1)"),
+        (3, "to_timestamp(-2)"),
+        (4, "'infinity'::timestamptz"),
+    ] {
+        sqlx::query(sqlx::AssertSqlSafe(format!(
+            "INSERT INTO blocks (number, hash, parent_hash, timestamp, tx_count) VALUES ($1, int8send($1), '\\x00', {ts}, 0)"
+        )))
+        .bind(n)
+        .execute(&pool)
+        .await
+        .unwrap();
+    }
+    sqlx::query(
+        "CREATE TABLE transactions_p0 PARTITION OF transactions FOR VALUES FROM (0) TO (1000000)",
+    )
+    .execute(&pool)
+    .await
+    .unwrap();
+    sqlx::query(
+        "INSERT INTO transactions (block_number, tx_index, hash, tx_type, nonce, sender_source) VALUES (1, 0, '\\x01', 2, 9223372036854775807, 'recovered')",
+    )
+    .execute(&pool)
+    .await
+    .unwrap();
+    MIGRATOR.run(&pool).await.unwrap();
+    let rows: Vec<(i64, Option<String>, Option<f64>)> = sqlx::query_as(
+        "SELECT number, timestamp_seconds::text, extract(epoch FROM timestamp)::float8 FROM blocks ORDER BY number",
+    )
+    .fetch_all(&pool)
+    .await
+    .unwrap();
+    assert_eq!(
+        rows,
+        vec![
+            (1, Some("1700000000".into()), Some(1.7e9)),
+            (2, Some("18446744073709551615".into()), None),
+            (3, Some("18446744073709551614".into()), None),
+            (4, None, None),
+        ]
+    );
+    let nonce: String = sqlx::query_scalar("SELECT nonce::text FROM transactions")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(nonce, "9223372036854775807");
+}
+
 /// Every query of the README's SQL cookbook runs on the schema (with the
 /// `usdc_transfers` event table it names, created as `[[events]]` does,
 /// and the `mainnet` and `base` schemas its query over two chains names,
