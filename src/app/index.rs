@@ -88,7 +88,16 @@ where
     let rpc = Arc::new(RpcClient::new(settings.rpc.clone())?.with_logs(&settings.logs));
     let chain_id = check_chain(&database, &rpc).await?;
     let lock = match role {
-        Role::Alone => database.store.lock_writer(LockMode::Exclusive).await?,
+        Role::Alone => match database.store.lock_writer(LockMode::Exclusive).await {
+            Err(StoreError::Locked) => anyhow::bail!(
+                "another sender-indexer is writing to this database\n\n\
+                 to share a range between backfill processes, on one machine or many, \
+                 start every one of them (the running one too) with the same \
+                 --segment-blocks N (index.segment_blocks), for example --segment-blocks 10000; \
+                 otherwise stop the other one first, or point this one at another database"
+            ),
+            other => other?,
+        },
         Role::Shared => database.store.lock_writer(LockMode::Shared).await?,
         Role::Leader => match database.store.lock_writer(LockMode::Exclusive).await {
             Err(StoreError::Locked) => {

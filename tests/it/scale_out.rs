@@ -279,3 +279,24 @@ async fn a_standby_follow_takes_over_when_the_leader_dies_through_a_reorg() {
     assert!(reorgs >= 1, "the reorg was rolled back by the new leader");
     standby.terminate().await;
 }
+
+/// A plain `backfill` beside another writer is refused, and the message
+/// says how processes share a range.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_plain_backfill_is_told_how_to_share_the_range() {
+    let anvil = no_mining_anvil().await;
+    mine_empty(&anvil, 3).await;
+    let (pool, db) = migrated_db().await;
+    let follow = ["follow", "--from", "0"].map(String::from);
+    let mut leader = spawn(anvil.url(), &db, &follow);
+    wait_db_equals_head(&pool, &anvil, LIMIT, "follow").await;
+    let out = indexer::run(anvil.url(), &db, &["backfill", "--from", "0", "--to", "2"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("another sender-indexer is writing to this database")
+            && stderr.contains("the same --segment-blocks N (index.segment_blocks)"),
+        "{stderr}"
+    );
+    leader.terminate().await;
+}
