@@ -7,7 +7,8 @@
 //! provider that gives the same wrong answer every time still stops the
 //! run at once, naming the block, the field and both values; one whose
 //! wrong answers differ but never come right stops when
-//! `index.refetch_budget_ms` is spent.
+//! `index.refetch_budget_ms` is spent; a signal during the pause before a
+//! fetch again stops the run at once, the blocks before it committed.
 
 use std::time::{Duration, Instant};
 
@@ -356,4 +357,40 @@ async fn wrong_answers_that_never_come_right_stop_when_the_budget_is_spent() {
         .await
         .unwrap();
     assert!(stored.is_none_or(|n| n < LIED_BLOCK as i64), "{stored:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_signal_while_a_wrong_block_waits_to_be_fetched_again_stops_the_run_cleanly() {
+    let (anvil, _) = chain_with_logs().await;
+    let proxy = FaultProxy::start(anvil.url()).await;
+    proxy.set_edit(Some(lies(11, 100, |n| n == LIED_BLOCK)));
+    let (pool, db) = migrated_db().await;
+    let dir = tempfile::tempdir().unwrap();
+    let config = budget_file(&dir, 600_000);
+    let args = [
+        "--config", &config, "backfill", "--from", "0", "--to", "latest",
+    ];
+    let mut cmd = indexer::command(proxy.url(), &db, &args);
+    cmd.env("RUST_LOG", "info");
+    let mut run = Running::start(cmd);
+    // Waiting 1 s before the third fetch: the signal lands in a pause.
+    run.wait_for_log("attempt=3", Duration::from_secs(20)).await;
+    let started = Instant::now();
+    let log = run.terminate().await;
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+    assert!(
+        log.contains("stopped by signal") && !log.contains("still wrong"),
+        "{log}"
+    );
+    let stored: Option<i64> = sqlx::query_scalar("SELECT max(number) FROM blocks")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    // The blocks before it were handed on and committed; it was not.
+    assert_eq!(stored, Some(LIED_BLOCK as i64 - 1));
+    assert_eq!(pg::checkpoint(&pool).await, Some(LIED_BLOCK - 1));
 }
