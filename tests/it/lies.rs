@@ -7,7 +7,8 @@
 //! provider that gives the same wrong answer every time still stops the
 //! run at once, naming the block, the field and both values; one whose
 //! wrong answers differ but never come right stops when
-//! `index.refetch_budget_ms` is spent; a signal during the pause before a
+//! `index.refetch_budget_ms` is spent. With two endpoints, receipts one
+//! served wrong are asked of the other. A signal during the pause before a
 //! fetch again stops the run at once, the blocks before it committed.
 
 use std::time::{Duration, Instant};
@@ -252,6 +253,43 @@ async fn follow_through_a_liar_equals_the_honest_node() {
         // The summary at the end says the same.
         assert_eq!(summary_counts(&log), counts, "{what}:\n{log}");
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn receipts_served_wrong_are_asked_of_the_other_endpoint() {
+    let (anvil, _) = chain_with_logs().await;
+    let head = anvil.block_number().await;
+    // One endpoint gets every receipt list wrong, the same way each time.
+    let liar = FaultProxy::start(anvil.url()).await;
+    let edit: Edit = std::sync::Arc::new(|method: &str, receipts: &mut Value| {
+        let lied =
+            method == "eth_getBlockReceipts" && receipts.as_array().is_some_and(|r| !r.is_empty());
+        if lied {
+            receipts[0]["cumulativeGasUsed"] = json!("0x1");
+        }
+        lied
+    });
+    liar.set_edit(Some(edit));
+    let honest = FaultProxy::start(anvil.url()).await;
+    let (pool, db) = pg::fresh_db().await;
+    let rpc = format!("{},{}", liar.url(), honest.url());
+    let out = tokio::task::spawn_blocking(move || {
+        let args = ["backfill", "--from", "0", "--to", "latest"];
+        let mut cmd = indexer::command(&rpc, &db, &args);
+        cmd.env("RUST_LOG", "info");
+        indexer::finish(cmd, &args)
+    })
+    .await
+    .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert_db_equals_chain(&pool, &anvil, 0, head).await;
+    assert_logs_equal(&pool, &anvil, head, "two endpoints").await;
+    // Each block the liar answered came right at its first fetch again:
+    // its receipts were not asked of the liar again.
+    let (wrong, _, refetches, right) = summary_counts(&stderr);
+    assert!(liar.edited() > 0 && wrong > 0, "{stderr}");
+    assert_eq!((refetches, right), (wrong, wrong), "{stderr}");
 }
 
 /// The block of the first emitter call: three transactions, one log.
