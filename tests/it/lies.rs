@@ -363,13 +363,12 @@ async fn wrong_answers_that_never_come_right_stop_when_the_budget_is_spent() {
     let dir = tempfile::tempdir().unwrap();
     let config = budget_file(&dir, 2000);
     let started = Instant::now();
-    let out = indexer::run(
-        proxy.url(),
-        &db,
-        &[
-            "--config", &config, "backfill", "--from", "0", "--to", "latest",
-        ],
-    );
+    let args = [
+        "--config", &config, "backfill", "--from", "0", "--to", "latest",
+    ];
+    let mut cmd = indexer::command(proxy.url(), &db, &args);
+    cmd.env("RUST_LOG", "info");
+    let out = indexer::finish(cmd, &args);
     let took = started.elapsed();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "{stderr}");
@@ -383,6 +382,17 @@ async fn wrong_answers_that_never_come_right_stop_when_the_budget_is_spent() {
         .unwrap_or_else(|| panic!("{stderr}"));
     assert!(
         stop.contains("(index.refetch_budget_ms = 2000)") && !stderr.contains("same wrong answer"),
+        "{stderr}"
+    );
+    // The summary above the error: every answer wrong, each differently,
+    // fetched again after each but the last.
+    let (wrong, distinct, refetches, right) = summary_counts(&stderr);
+    assert!(
+        wrong >= 2 && distinct == wrong && refetches == wrong - 1 && right == 0,
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("stopped by an error; backfill: "),
         "{stderr}"
     );
     // Pauses of 250, 500 and 1000 ms fit in the budget, 2000 more not.
