@@ -21,7 +21,7 @@ use crate::support::anvil::{Anvil, AnvilOptions, hex_u64, mine_empty};
 use crate::support::compare::{assert_db_equals_chain, wait_db_equals_head};
 use crate::support::indexer::{self, Running};
 use crate::support::pg;
-use crate::support::proxy::{Edit, FaultProxy, lies};
+use crate::support::proxy::{Edit, FaultProxy, lies, slow_proxy};
 
 const SEEDS: [u64; 3] = [1, 2, 3];
 const LIE_PERCENT: u64 = 30;
@@ -270,11 +270,20 @@ async fn receipts_served_wrong_are_asked_of_the_other_endpoint() {
         lied
     });
     liar.set_edit(Some(edit));
-    let honest = FaultProxy::start(anvil.url()).await;
+    // The other one slower, so the liar gets most requests.
+    let honest = slow_proxy(anvil.url(), Duration::from_millis(20)).await;
     let (pool, db) = pg::fresh_db().await;
-    let rpc = format!("{},{}", liar.url(), honest.url());
+    let rpc = format!("{},{honest}", liar.url());
     let out = tokio::task::spawn_blocking(move || {
-        let args = ["backfill", "--from", "0", "--to", "latest"];
+        let args = [
+            "backfill",
+            "--from",
+            "0",
+            "--to",
+            "latest",
+            "--batch-size",
+            "2",
+        ];
         let mut cmd = indexer::command(&rpc, &db, &args);
         cmd.env("RUST_LOG", "info");
         indexer::finish(cmd, &args)
