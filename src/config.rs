@@ -162,6 +162,11 @@ pub struct IndexSettings {
     /// A segment's lease lasts this long unless renewed (a third of it).
     #[serde(rename = "lease_ms", deserialize_with = "positive_millis")]
     pub lease: Duration,
+    /// How long a block answered wrong (it does not verify, does not
+    /// decode, or its receipts or logs do not match it) is fetched again,
+    /// from its first wrong answer; zero stops at the first.
+    #[serde(rename = "refetch_budget_ms", deserialize_with = "millis")]
+    pub refetch_budget: Duration,
 }
 
 /// Receipts and event logs.

@@ -142,6 +142,15 @@ pub struct Metrics {
     pub reorg_depth: Histogram,
     pub rollback_blocks: IntCounter,
     pub refetches: IntCounter,
+    /// Answers of a block that did not verify, decode or match (each try).
+    pub wrong_answers: IntCounter,
+    /// Of them, those unlike the same block's previous wrong answer.
+    pub distinct_wrong_answers: IntCounter,
+    /// Blocks that came right after being fetched again.
+    pub right_after_refetch: IntCounter,
+    /// Runs stopped on a block answered wrong: the same answer again and
+    /// again, or `index.refetch_budget_ms` spent.
+    pub refetch_stops: IntCounter,
     pub verify_failures: IntCounter,
     rpc_requests: IntGauge,
     rpc_errors: IntGauge,
@@ -215,6 +224,26 @@ impl Metrics {
                 &r,
                 "block_refetches_total",
                 "blocks fetched again because they did not verify or their receipts or logs did not match them",
+            ),
+            wrong_answers: counter(
+                &r,
+                "block_wrong_answers_total",
+                "answers of a block that did not verify, decode, or match its receipts or logs (each try counts)",
+            ),
+            distinct_wrong_answers: counter(
+                &r,
+                "block_wrong_answers_distinct_total",
+                "wrong answers unlike the same block's previous one (a flaky provider: the block is fetched again)",
+            ),
+            right_after_refetch: counter(
+                &r,
+                "block_refetch_recoveries_total",
+                "blocks that verified after being fetched again",
+            ),
+            refetch_stops: counter(
+                &r,
+                "block_refetch_stops_total",
+                "runs stopped on a block answered wrong: the same answer 3 times in a row, or index.refetch_budget_ms spent",
             ),
             verify_failures: counter(
                 &r,

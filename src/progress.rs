@@ -134,13 +134,17 @@ impl Drop for Progress {
 pub fn summary(metrics: &Metrics, what: &str) -> String {
     let elapsed = metrics.elapsed().as_secs_f64();
     format!(
-        "{what}: {} blocks, {} txs, {} senders verified, {} mismatches with the node's from, {} unrecoverable, {} verification failures (fetched again), {} reorgs, {:.1}s ({:.0} txs/s)",
+        "{what}: {} blocks, {} txs, {} senders verified, {} mismatches with the node's from, {} unrecoverable, {} verification failures, {} wrong answers ({} distinct), {} refetches, {} blocks right after refetching, {} reorgs, {:.1}s ({:.0} txs/s)",
         metrics.blocks.get(),
         metrics.txs.get(),
         metrics.recovered.get() - metrics.from_mismatches.get(),
         metrics.from_mismatches.get(),
         metrics.unrecoverable.get(),
         metrics.verify_failures.get(),
+        metrics.wrong_answers.get(),
+        metrics.distinct_wrong_answers.get(),
+        metrics.refetches.get(),
+        metrics.right_after_refetch.get(),
         metrics.reorgs.get(),
         elapsed,
         metrics.txs.get() as f64 / elapsed.max(1e-3),

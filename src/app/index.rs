@@ -4,7 +4,7 @@
 //! tables' (recording the chain id on the first run), takes the writer
 //! lock, listens for signals, serves
 //! `/metrics`, then runs the pipeline's converge loop with typed values and
-//! prints the summary. The indexing itself is [`crate::pipeline`]'s.
+//! prints the summary (also when the run stops with an error). The indexing itself is [`crate::pipeline`]'s.
 
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -149,7 +149,19 @@ where
         metrics,
         shutdown,
     ));
-    let end = converge(Arc::clone(&ctx), Arc::clone(&sink) as _).await?;
+    let end = match converge(Arc::clone(&ctx), Arc::clone(&sink) as _).await {
+        Ok(end) => end,
+        Err(e) => {
+            // What the run did before it stopped (wrong answers met, blocks
+            // fetched again), above the error `main` prints.
+            if let Ok(progress) = ctx.progress.try_lock() {
+                progress.finish();
+            }
+            let summary = crate::progress::summary(&ctx.metrics, what);
+            tracing::info!(target: "indexer", "stopped by an error; {summary}");
+            return Err(e);
+        }
+    };
     ctx.progress.lock().await.finish();
     sink.release().await?;
     let summary = crate::progress::summary(&ctx.metrics, what);

@@ -12,6 +12,10 @@
 //! * `range`: one range, fetch → recover → write as three stages; each
 //!   block is checked once, by [`crate::verify::check`], between recovery
 //!   and the write, and fetched again when the answer is not fatal.
+//! * `refetch`: whether a block answered wrong is fetched again (answers
+//!   that differ, within `index.refetch_budget_ms`) or stops the run (the
+//!   same answer again and again). `backfill`, `follow`, `sync` and leased
+//!   segments all index through `range`, so all behave alike.
 //! * `follow`: the converge loops (`backfill`, `follow`, `sync`) and reorgs;
 //!   each run is first linked to its trust anchors ([`crate::verify::link`]),
 //!   which are then passed to every range it indexes.
@@ -23,6 +27,7 @@ mod defer_indexes;
 mod follow;
 mod leased;
 pub(crate) mod range;
+mod refetch;
 
 pub use follow::{ConvergeEnd, FollowStart, backfill, follow};
 pub use leased::leased_backfill;

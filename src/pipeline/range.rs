@@ -12,10 +12,13 @@
 //! [`verify::check`] once, which answers with the block to store or a
 //! typed [`Rejection`]. One that is not fatal (the block does not verify,
 //! does not decode, or its receipts or logs do not match it: another
-//! fork's, a node behind) has the block fetched again, alone, up to three
-//! times ([`Source::block`](crate::source::Source::block)), before the run
-//! stops with an error that names it; the blocks before it are committed.
-//! This module checks nothing itself.
+//! fork's, a node behind, a bad replica) has the block fetched again,
+//! alone ([`Source::block`](crate::source::Source::block)), with a pause
+//! between fetches, for as long as [`refetch`](super::refetch) says: the
+//! same wrong answer again and again, or `index.refetch_budget_ms` spent,
+//! stops the run with an error that names the block, the field and both
+//! values; the blocks before it are committed. This module checks nothing
+//! itself, and decides nothing about refetching.
 //!
 //! Order is kept by construction: each block's chunks are queued in block
 //! order and awaited in that order, whichever worker finishes first. This
@@ -37,6 +40,7 @@ use futures::StreamExt;
 use tokio::sync::{mpsc, oneshot};
 
 use super::Ctx;
+use super::refetch::{Next, Refetch, answer_text};
 use crate::block::{Block, BlockTx};
 use crate::chain::{Chain, Family};
 use crate::decode::{
@@ -138,10 +142,11 @@ pub async fn index_range(ctx: &Ctx, anchors: &Anchors, from: u64, to: u64) -> an
     let submit = submit(ctx, from, to, pending_tx);
     let collect = collect(ctx, anchors, pending_rx, batch_tx);
     let write = write(ctx, batch_rx);
-    let (submitted, (), written) = tokio::try_join!(submit, collect, write)?;
-    Ok(match written {
-        Step::Done => submitted,
-        ended => ended,
+    let (submitted, collected, written) = tokio::try_join!(submit, collect, write)?;
+    Ok(match (written, collected) {
+        (Step::Done, Step::Done) => submitted,
+        (Step::Done, collected) => collected,
+        (ended, _) => ended,
     })
 }
 
@@ -233,20 +238,29 @@ async fn queue(
 }
 
 /// Stage 2: awaits each block's chunks in order, verifies, and batches.
+/// [`Step::Shutdown`] when shutdown came while a block was being fetched
+/// again: the blocks before it are handed on, it and those after it not.
 async fn collect(
     ctx: &Ctx,
     anchors: &Anchors,
     mut pending_rx: mpsc::Receiver<Pending>,
     batch_tx: mpsc::Sender<Vec<Block>>,
-) -> anyhow::Result<()> {
+) -> anyhow::Result<Step> {
     let limits = &ctx.index;
     let mut batch: Vec<Block> = Vec::new();
     let mut batch_txs = 0;
+    let mut ended = Step::Done;
     while let Some(p) = pending_rx.recv().await {
         let n = p.header.number;
         let block = match assemble(ctx, anchors, p).await {
             Ok(b) => b,
-            Err(r) if !r.is_fatal() => refetched(ctx, anchors, n, r).await?,
+            Err(r) if !r.is_fatal() => match refetched(ctx, anchors, n, r).await? {
+                Some(b) => b,
+                None => {
+                    ended = Step::Shutdown;
+                    break;
+                }
+            },
             Err(r) => return Err(r.into()),
         };
         batch_txs += block.txs.len();
@@ -256,7 +270,7 @@ async fn collect(
         if full {
             batch_txs = 0;
             if batch_tx.send(std::mem::take(&mut batch)).await.is_err() {
-                return Ok(());
+                return Ok(Step::Done);
             }
         } else if pending_rx.is_empty() {
             // Nothing else is ready: hand over what we have if the writer is
@@ -264,32 +278,50 @@ async fn collect(
             match batch_tx.try_send(std::mem::take(&mut batch)) {
                 Ok(()) => batch_txs = 0,
                 Err(mpsc::error::TrySendError::Full(b)) => batch = b,
-                Err(mpsc::error::TrySendError::Closed(_)) => return Ok(()),
+                Err(mpsc::error::TrySendError::Closed(_)) => return Ok(Step::Done),
             }
         }
     }
     if !batch.is_empty() {
         let _ = batch_tx.send(batch).await;
     }
-    Ok(())
+    Ok(ended)
 }
 
-/// How often a block that is rejected but not fatally (see
-/// [`Rejection::is_fatal`]) is fetched again before the run stops.
-const REFETCHES: u32 = 3;
-
 /// Block `n` fetched again and assembled, after `first` (a rejection that
-/// is not fatal), up to [`REFETCHES`] times.
+/// is not fatal), for as long as [`Refetch`] says, with its pauses; `None`
+/// when shutdown comes first. Stops with the last rejection, under why.
 async fn refetched(
     ctx: &Ctx,
     anchors: &Anchors,
     n: u64,
     first: Rejection,
-) -> anyhow::Result<Block> {
+) -> anyhow::Result<Option<Block>> {
+    let m = &ctx.metrics;
+    let mut shutdown = ctx.shutdown.clone();
+    let mut tries = Refetch::new(ctx.index.refetch_budget);
     let mut last = first;
-    for attempt in 1..=REFETCHES {
-        ctx.metrics.refetches.inc();
-        tracing::warn!(target: "indexer::verify", block = n, attempt, error = %last, "block does not verify, does not decode, or its receipts or logs do not match it; fetching it again");
+    loop {
+        let decision = tries.wrong(answer_text(&last), tokio::time::Instant::now());
+        m.wrong_answers.inc();
+        if decision.distinct {
+            m.distinct_wrong_answers.inc();
+        }
+        let (after, refetch) = match decision.next {
+            Next::Again { after, refetch } => (after, refetch),
+            stop => {
+                m.refetch_stops.inc();
+                let why = tries.stop_reason(n, &stop);
+                return Err(anyhow::Error::new(last).context(why));
+            }
+        };
+        tracing::warn!(target: "indexer::verify", block = n, attempt = refetch, after_ms = after.as_millis() as u64, error = %last, "block does not verify, does not decode, or its receipts or logs do not match it; fetching it again");
+        tokio::select! {
+            biased;
+            _ = shutdown.wait() => return Ok(None),
+            _ = tokio::time::sleep(after) => {}
+        }
+        m.refetches.inc();
         let Some(raw) = ctx.source.block(n).await? else {
             bail!("block {n}: the node no longer has it (while fetching it again after: {last})");
         };
@@ -300,14 +332,15 @@ async fn refetched(
             );
         }
         match assemble(ctx, anchors, queue(ctx, raw, None).await?).await {
-            Ok(b) => return Ok(b),
+            Ok(b) => {
+                m.right_after_refetch.inc();
+                tracing::info!(target: "indexer::verify", block = n, refetches = refetch, "block verified after fetching it again");
+                return Ok(Some(b));
+            }
             Err(r) if !r.is_fatal() => last = r,
             Err(r) => return Err(r.into()),
         }
     }
-    Err(anyhow::Error::new(last).context(format!(
-        "block {n}: still wrong after fetching it {REFETCHES} more times"
-    )))
 }
 
 /// Waits for `p`'s jobs, puts the block together and asks

@@ -106,6 +106,7 @@ impl RpcClient {
             receipts: false,
             get_logs: None,
             served: Mutex::new(vec![(u64::MAX, 0); SERVED_SLOTS]),
+            served_receipts: Mutex::new(vec![(u64::MAX, 0); SERVED_SLOTS]),
             ws,
             answered: AtomicBool::new(false),
         })
@@ -381,7 +382,8 @@ impl RpcClient {
     /// block hash; `None` when the node has not got it. Does not wait.
     /// With several endpoints, it is asked of another endpoint than the one
     /// that served it last (it is fetched again because it did not verify,
-    /// did not decode, or its receipts did not match it).
+    /// did not decode, or its receipts did not match it), and so are its
+    /// receipts.
     pub async fn block_again(&self, n: u64) -> Result<Option<RawBlock>, RpcError> {
         struct BlockAgain(Want);
         impl Attempt for BlockAgain {
@@ -419,7 +421,8 @@ impl RpcClient {
             return Ok(None);
         };
         if self.receipts {
-            self.attach_receipts(std::slice::from_mut(&mut block))
+            let avoid = self.receipts_served_by(n);
+            self.attach_receipts(std::slice::from_mut(&mut block), avoid)
                 .await?;
         }
         if self.get_logs.is_some() {
@@ -429,14 +432,30 @@ impl RpcClient {
     }
 
     fn record_served(&self, n: u64, endpoint: usize) {
+        self.record_in(&self.served, n, endpoint);
+    }
+
+    fn served_by(&self, n: u64) -> Option<usize> {
+        Self::lookup(&self.served, n)
+    }
+
+    fn record_receipts_served(&self, n: u64, endpoint: usize) {
+        self.record_in(&self.served_receipts, n, endpoint);
+    }
+
+    fn receipts_served_by(&self, n: u64) -> Option<usize> {
+        Self::lookup(&self.served_receipts, n)
+    }
+
+    fn record_in(&self, table: &Mutex<Vec<(u64, usize)>>, n: u64, endpoint: usize) {
         if self.pool.endpoints().len() > 1 {
-            let mut s = self.served.lock().unwrap_or_else(|p| p.into_inner());
+            let mut s = table.lock().unwrap_or_else(|p| p.into_inner());
             s[(n % SERVED_SLOTS as u64) as usize] = (n, endpoint);
         }
     }
 
-    fn served_by(&self, n: u64) -> Option<usize> {
-        let s = self.served.lock().unwrap_or_else(|p| p.into_inner());
+    fn lookup(table: &Mutex<Vec<(u64, usize)>>, n: u64) -> Option<usize> {
+        let s = table.lock().unwrap_or_else(|p| p.into_inner());
         let (m, e) = s[(n % SERVED_SLOTS as u64) as usize];
         (m == n).then_some(e)
     }
@@ -485,19 +504,29 @@ impl RpcClient {
         retrying(self, Subject::range(first, last), fetch).await?;
         let mut blocks: Vec<RawBlock> = slots.into_iter().flatten().collect();
         if self.receipts {
-            self.attach_receipts(&mut blocks).await?;
+            self.attach_receipts(&mut blocks, None).await?;
         }
         Ok(blocks)
     }
 
     /// Fetches the receipts of `blocks` by their hashes and attaches them,
-    /// in batches no larger than the endpoint takes.
-    async fn attach_receipts(&self, blocks: &mut [RawBlock]) -> Result<(), RpcError> {
+    /// in batches no larger than the endpoint takes; not from `avoid` while
+    /// another endpoint is healthy (it served them wrong).
+    async fn attach_receipts(
+        &self,
+        blocks: &mut [RawBlock],
+        avoid: Option<usize>,
+    ) -> Result<(), RpcError> {
         let (Some(first), Some(last)) = (blocks.first(), blocks.last()) else {
             return Ok(());
         };
         let subject = Subject::range(first.header.number, last.header.number);
-        retrying(self, subject, AttachReceipts { blocks, done: 0 }).await
+        let attempt = AttachReceipts {
+            blocks,
+            done: 0,
+            avoid,
+        };
+        retrying(self, subject, attempt).await
     }
 
     /// `eth_getBlockReceipts` for every block, in one batch.
@@ -732,6 +761,8 @@ impl Attempt for FetchRange<'_> {
 struct AttachReceipts<'b> {
     blocks: &'b mut [RawBlock],
     done: usize,
+    /// An endpoint not to ask while another is healthy.
+    avoid: Option<usize>,
 }
 
 impl Attempt for AttachReceipts<'_> {
@@ -740,6 +771,7 @@ impl Attempt for AttachReceipts<'_> {
     fn want(&self) -> Option<Want> {
         Some(Want {
             block: self.blocks.last().map(|b| b.header.number),
+            avoid: self.avoid,
             ..Want::default()
         })
     }
@@ -763,6 +795,7 @@ impl Attempt for AttachReceipts<'_> {
         Ok(match fetched {
             Ok(all) => {
                 for (b, r) in part.iter_mut().zip(all) {
+                    c.record_receipts_served(b.header.number, ep.index);
                     b.receipts = Some(r);
                 }
                 self.done += size;

@@ -67,8 +67,9 @@ const TX_RECEIPT_BATCH: usize = 200;
 /// User-Agent of every HTTP request.
 const USER_AGENT: &str = concat!("sender-indexer/", env!("CARGO_PKG_VERSION"));
 
-/// Blocks whose serving endpoint is remembered, so that fetching one again
-/// asks another endpoint (see [`RpcClient::block_again`]).
+/// Blocks whose serving endpoints (of the block, of its receipts) are
+/// remembered, so that fetching one again asks others (see
+/// [`RpcClient::block_again`]).
 const SERVED_SLOTS: usize = 4096;
 
 /// JSON-RPC client over HTTP, over one or several endpoints of one chain
@@ -87,6 +88,8 @@ pub struct RpcClient {
     get_logs: Option<GetLogs>,
     /// `(block, endpoint)` of recently served blocks, by block % slots.
     served: Mutex<Vec<(u64, usize)>>,
+    /// The same for their receipts.
+    served_receipts: Mutex<Vec<(u64, usize)>>,
     /// The newHeads socket's settings, when `rpc.ws_url` is set.
     ws: Option<ws::WsSettings>,
     /// Some endpoint has answered something (even an error): from then on

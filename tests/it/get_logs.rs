@@ -238,9 +238,9 @@ async fn a_range_answer_from_a_node_behind_or_on_another_fork_is_refetched_by_ha
 }
 
 /// Block 24,476,005 served wrong as `what`. Twice wrong, then right: it is
-/// fetched again and every log and transaction is stored. Wrong every
-/// time: the run stops on it, its error holding `named`, with the blocks
-/// below it committed and nothing of it.
+/// fetched again and every log and transaction is stored. The same wrong
+/// answer every time: the run stops on it at the third, its error holding
+/// `named`, with the blocks below it committed and nothing of it.
 async fn fetched_again_then_refused(what: Wrong, named: &str) {
     let (server, all) = server_with_logs().await;
     let want: Vec<Vec<String>> = all.iter().map(row).collect();
@@ -268,8 +268,9 @@ async fn fetched_again_then_refused(what: Wrong, named: &str) {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "{stderr}");
     assert!(
-        stderr.contains("block 24476005: still wrong after fetching it 3 more times")
-            && stderr.contains(named),
+        stderr.contains(
+            "block 24476005: the same wrong answer 3 times in a row (fetched again 2 times)"
+        ) && stderr.contains(named),
         "{what:?}: {stderr}"
     );
     let stored: Option<i64> = sqlx::query_scalar("SELECT max(number) FROM blocks")

@@ -20,7 +20,9 @@
 //! * The whole binary against anvil, database equal to the node:
 //!   `anvil_backfill` (every transaction kind), `logs`; against the 42 real
 //!   blocks: `backfill_fixtures`; an OP Stack anvil with deposits of
-//!   every shape: `op_stack`.
+//!   every shape: `op_stack`; through a provider that lies in some of its
+//!   answers (wrong blocks fetched again until right, a persistent liar
+//!   stopped): `lies`.
 //! * The database: `database` (it goes away), `crash` (`kill -9`),
 //!   `defer_indexes`, `scale_out` (leases), `schema` (every table
 //!   described), `roles`, `embedded`, `schemas` (several chains in one
@@ -46,6 +48,7 @@ mod follow;
 mod fuzz;
 mod get_logs;
 mod hostile;
+mod lies;
 mod logs;
 mod op_stack;
 mod providers;

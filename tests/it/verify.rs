@@ -416,7 +416,9 @@ async fn anvil_blocks_verify_and_link_to_a_trusted_genesis() {
         .to_string();
     assert!(err.contains(&format!("block {blob_block}: transactionsRoot does not verify: the node says {node_root}, the 1 transactions give 0x")), "{err}");
     assert!(
-        err.contains("still wrong after fetching it 3 more times"),
+        err.contains(&format!(
+            "block {blob_block}: the same wrong answer 3 times in a row (fetched again 2 times)"
+        )),
         "{err}"
     );
     let stored: i64 = sqlx::query_scalar("SELECT count(*) FROM blocks")

@@ -1,9 +1,10 @@
 //! Network middlemen for tests: a TCP proxy that slows every request (so
 //! an indexer is still mid-range when a test stops it), and a JSON-RPC
-//! proxy that dies, lags or rate-limits like a provider. They listen on
+//! proxy that dies, lags, rate-limits or lies like a provider ([`lies`]:
+//! a seeded liar, as a load balancer with a bad replica). They listen on
 //! 127.0.0.1 only and forward only to the test's own upstream.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -404,4 +405,97 @@ async fn post_raw(state: &ProxyState, body: Vec<u8>) -> Option<Vec<u8>> {
 
 fn quantity(v: &Value) -> Option<u64> {
     u64::from_str_radix(v.as_str()?.strip_prefix("0x")?, 16).ok()
+}
+
+/// A liar for [`FaultProxy::set_edit`]: a load-balanced provider with a
+/// bad replica. Each full block (`eth_getBlockByNumber` with transactions)
+/// and each receipt list (`eth_getBlockReceipts`) of a block `lie_about`
+/// picks is changed with probability `percent`/100, drawn from `seed`: a
+/// transaction's value or recipient, a transaction dropped, a transaction
+/// hash replaced; a log's data, a receipt's cumulative gas or transaction
+/// hash. Every reported block hash stays the node's. The new values are
+/// random, so two lies about one block differ (a block loses a
+/// transaction once at most); an answer with nothing to change (no
+/// transactions, no receipts) is passed on as it is.
+pub fn lies(
+    seed: u64,
+    percent: u64,
+    lie_about: impl Fn(u64) -> bool + Send + Sync + 'static,
+) -> Edit {
+    struct Liar {
+        rng: u64,
+        /// Blocks that lost a transaction already (a count that differs
+        /// reads the same whichever one is dropped).
+        dropped: HashSet<u64>,
+    }
+    impl Liar {
+        /// splitmix64.
+        fn next(&mut self) -> u64 {
+            self.rng = self.rng.wrapping_add(0x9e37_79b9_7f4a_7c15);
+            let mut z = self.rng;
+            z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+            z ^ (z >> 31)
+        }
+        fn below(&mut self, n: usize) -> usize {
+            (self.next() % n as u64) as usize
+        }
+        fn bytes(&mut self, n: usize) -> String {
+            let b: Vec<u8> = (0..n).map(|_| self.next() as u8).collect();
+            format!("0x{}", hex::encode(b))
+        }
+    }
+    let liar = Mutex::new(Liar {
+        rng: seed,
+        dropped: HashSet::new(),
+    });
+    Arc::new(move |method: &str, result: &mut Value| {
+        let mut l = liar.lock().unwrap();
+        match method {
+            "eth_getBlockByNumber" => {
+                let Some(n) = quantity(&result["number"]).filter(|&n| lie_about(n)) else {
+                    return false;
+                };
+                let Some(txs) = result["transactions"].as_array_mut() else {
+                    return false;
+                };
+                if txs.is_empty() || !txs[0].is_object() || l.below(100) as u64 >= percent {
+                    return false;
+                }
+                let i = l.below(txs.len());
+                match l.below(4) {
+                    0 => txs[i]["value"] = json!(format!("0x{:x}", l.next() >> 1)),
+                    1 => txs[i]["to"] = json!(l.bytes(20)),
+                    2 if l.dropped.insert(n) => {
+                        txs.remove(i);
+                    }
+                    _ => txs[i]["hash"] = json!(l.bytes(32)),
+                }
+                true
+            }
+            "eth_getBlockReceipts" => {
+                let Some(receipts) = result.as_array_mut() else {
+                    return false;
+                };
+                let n = receipts.first().and_then(|r| quantity(&r["blockNumber"]));
+                if !n.is_some_and(&lie_about) || l.below(100) as u64 >= percent {
+                    return false;
+                }
+                let i = l.below(receipts.len());
+                let logs = receipts[i]["logs"].as_array().map_or(0, Vec::len);
+                match l.below(3) {
+                    0 if logs > 0 => {
+                        let j = l.below(logs);
+                        receipts[i]["logs"][j]["data"] = json!(l.bytes(32));
+                    }
+                    1 => {
+                        receipts[i]["cumulativeGasUsed"] = json!(format!("0x{:x}", l.next() >> 8));
+                    }
+                    _ => receipts[i]["transactionHash"] = json!(l.bytes(32)),
+                }
+                true
+            }
+            _ => false,
+        }
+    })
 }
