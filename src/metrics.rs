@@ -243,7 +243,7 @@ impl Metrics {
             refetch_stops: counter(
                 &r,
                 "block_refetch_stops_total",
-                "runs stopped on a block answered wrong: the same answer 3 times in a row, or index.refetch_budget_ms spent",
+                "runs stopped on a block answered wrong: the same answer 6 times in a row, or index.refetch_budget_ms spent",
             ),
             verify_failures: counter(
                 &r,

@@ -20,7 +20,7 @@ use tokio::time::Instant;
 
 /// The same wrong answer this many times in a row (the first one
 /// included) is the node's answer, not a transient one: the run stops.
-pub(crate) const SAME_ANSWER_LIMIT: u32 = 3;
+pub(crate) const SAME_ANSWER_LIMIT: u32 = 6;
 
 /// The pause before the first fetch again.
 pub(crate) const FIRST_PAUSE: Duration = Duration::from_millis(250);
@@ -177,25 +177,27 @@ mod tests {
     }
 
     #[test]
-    fn the_same_answer_three_times_in_a_row_stops() {
+    fn the_same_answer_six_times_in_a_row_stops() {
         let mut r = Refetch::new(5 * MIN);
         let now = Instant::now();
         let d = r.wrong("A".into(), now);
         assert!(d.distinct && again(&d).is_some());
-        let d = r.wrong("A".into(), now);
-        assert!(!d.distinct && again(&d).is_some());
+        for _ in 2..SAME_ANSWER_LIMIT {
+            let d = r.wrong("A".into(), now);
+            assert!(!d.distinct && again(&d).is_some());
+        }
         let d = r.wrong("A".into(), now);
         assert_eq!(
             d,
             Decision {
                 distinct: false,
-                next: Next::Persistent { refetches: 2 }
+                next: Next::Persistent { refetches: 5 }
             }
         );
         let why = r.stop_reason(7, &d.next);
         assert!(
             why.starts_with(
-                "block 7: the same wrong answer 3 times in a row (fetched again 2 times)"
+                "block 7: the same wrong answer 6 times in a row (fetched again 5 times)"
             ),
             "{why}"
         );
@@ -205,12 +207,14 @@ mod tests {
     fn a_repeat_broken_by_another_answer_starts_the_count_again() {
         let mut r = Refetch::new(5 * MIN);
         let now = Instant::now();
-        for answer in ["A", "A", "B", "A", "A", "B", "B"] {
+        // Five A, one B, five A again: never six alike in a row.
+        let answers = ["A"; 5].into_iter().chain(["B"]).chain(["A"; 5]);
+        for answer in answers {
             let d = r.wrong(answer.into(), now);
             assert!(again(&d).is_some(), "{answer}: {d:?}");
         }
-        let d = r.wrong("B".into(), now);
-        assert_eq!(d.next, Next::Persistent { refetches: 7 });
+        let d = r.wrong("A".into(), now);
+        assert_eq!(d.next, Next::Persistent { refetches: 11 });
     }
 
     #[test]

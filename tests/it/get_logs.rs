@@ -269,7 +269,7 @@ async fn fetched_again_then_refused(what: Wrong, named: &str) {
     assert!(!out.status.success(), "{stderr}");
     assert!(
         stderr.contains(
-            "block 24476005: the same wrong answer 3 times in a row (fetched again 2 times)"
+            "block 24476005: the same wrong answer 6 times in a row (fetched again 5 times)"
         ) && stderr.contains(named),
         "{what:?}: {stderr}"
     );

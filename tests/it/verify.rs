@@ -417,7 +417,7 @@ async fn anvil_blocks_verify_and_link_to_a_trusted_genesis() {
     assert!(err.contains(&format!("block {blob_block}: transactionsRoot does not verify: the node says {node_root}, the 1 transactions give 0x")), "{err}");
     assert!(
         err.contains(&format!(
-            "block {blob_block}: the same wrong answer 3 times in a row (fetched again 2 times)"
+            "block {blob_block}: the same wrong answer 6 times in a row (fetched again 5 times)"
         )),
         "{err}"
     );
