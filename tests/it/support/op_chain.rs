@@ -11,7 +11,8 @@
 //! Base starts with Bedrock at genesis, and no built-in anchor pins its
 //! genesis, so anvil's own block 0 is a fine trusted start.
 //!
-//! Must not: touch the network beyond 127.0.0.1, or read `../shared`.
+//! Must not: touch the network beyond 127.0.0.1, or read files outside
+//! this repository (fixtures live in `tests/fixtures/`).
 
 #![allow(dead_code)] // shared helpers: not every test module uses each one
 
