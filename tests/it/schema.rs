@@ -141,21 +141,7 @@ async fn big_tables_are_partitioned_by_block_range() {
 async fn the_partitioning_migration_moves_existing_rows() {
     let (pool, _) = pg::fresh_db().await;
     // Every migration before partitioning, from a copy of the directory.
-    let dir = tempfile::tempdir().unwrap();
-    let src = concat!(env!("CARGO_MANIFEST_DIR"), "/migrations");
-    for e in std::fs::read_dir(src).unwrap() {
-        let e = e.unwrap();
-        let name = e.file_name().into_string().unwrap();
-        if name.as_str() < "20261204000002" {
-            std::fs::copy(e.path(), dir.path().join(&name)).unwrap();
-        }
-    }
-    sqlx::migrate::Migrator::new(dir.path())
-        .await
-        .unwrap()
-        .run(&pool)
-        .await
-        .unwrap();
+    migrate_before(&pool, "20261204000002").await;
     for n in [7i64, 2_000_003] {
         sqlx::query(
             "INSERT INTO transactions (block_number, tx_index, hash, tx_type, sender, node_from, from_matches, nonce, value)
@@ -212,21 +198,7 @@ async fn the_partitioning_migration_moves_existing_rows() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_exact_values_migration_unwraps_stored_timestamps() {
     let (pool, _) = pg::fresh_db().await;
-    let dir = tempfile::tempdir().unwrap();
-    let src = concat!(env!("CARGO_MANIFEST_DIR"), "/migrations");
-    for e in std::fs::read_dir(src).unwrap() {
-        let e = e.unwrap();
-        let name = e.file_name().into_string().unwrap();
-        if name.as_str() < "20261205000005" {
-            std::fs::copy(e.path(), dir.path().join(&name)).unwrap();
-        }
-    }
-    sqlx::migrate::Migrator::new(dir.path())
-        .await
-        .unwrap()
-        .run(&pool)
-        .await
-        .unwrap();
+    migrate_before(&pool, "20261205000005").await;
     // What the old code wrote for 1,700,000,000 s, 2^64-1 and 2^64-2
     // (wrapped to -1 and -2 s) and a value it saturated to infinity.
     for (n, ts) in [
@@ -324,4 +296,24 @@ async fn the_readme_cookbook_runs() {
             .await
             .unwrap_or_else(|e| panic!("cookbook query fails: {e}\n{q}"));
     }
+}
+
+/// Applies every migration whose name sorts before `first_left_out`, as a
+/// database made by an older release has them.
+async fn migrate_before(pool: &sqlx::PgPool, first_left_out: &str) {
+    let dir = tempfile::tempdir().unwrap();
+    let src = concat!(env!("CARGO_MANIFEST_DIR"), "/migrations");
+    for e in std::fs::read_dir(src).unwrap() {
+        let e = e.unwrap();
+        let name = e.file_name().into_string().unwrap();
+        if name.as_str() < first_left_out {
+            std::fs::copy(e.path(), dir.path().join(&name)).unwrap();
+        }
+    }
+    sqlx::migrate::Migrator::new(dir.path())
+        .await
+        .unwrap()
+        .run(pool)
+        .await
+        .unwrap();
 }
