@@ -55,10 +55,11 @@ pub struct GlobalArgs {
     /// Stop at the first recovered sender that differs from the node's `from`.
     #[arg(long, global = true)]
     pub strict: bool,
-    /// Backfill by leased segments of N blocks, so that several processes
-    /// (on one machine or many) share one range and one database.
-    #[arg(long, global = true, value_name = "N")]
-    pub segment_blocks: Option<u64>,
+    /// Segments of N blocks that every backfill process on the database
+    /// shares (on one machine or many); "auto" (the default) picks N from
+    /// the range; 0 or "off": this process writes alone.
+    #[arg(long, global = true, value_name = "N|auto|off")]
+    pub segment_blocks: Option<String>,
     /// Index only blocks at least K below the head.
     #[arg(long, global = true, value_name = "K")]
     pub confirmations: Option<u64>,
@@ -104,7 +105,7 @@ pub enum Command {
     },
     /// Index a block range and exit; a rerun resumes where it stopped.
     #[command(
-        after_help = "Examples:\n  RPC_URL=https://eth.example/v3/KEY sender-indexer backfill --from 18000000 --to 18001000\n  sender-indexer --rpc-url http://127.0.0.1:8545 backfill --from 0 --to latest\n  sender-indexer --segment-blocks 10000 backfill --from 0 --to 20000000   (run it on several machines at once)"
+        after_help = "Examples:\n  RPC_URL=https://eth.example/v3/KEY sender-indexer backfill --from 18000000 --to 18001000\n  sender-indexer --rpc-url http://127.0.0.1:8545 backfill --from 0 --to latest\n  sender-indexer backfill --from 0 --to 20000000   (start it on several machines at once: they share the range)"
     )]
     Backfill {
         /// First block.

@@ -155,10 +155,10 @@ pub struct IndexSettings {
     pub strict: bool,
     /// 0 never defers the lookup indexes.
     pub defer_indexes_min_blocks: u64,
-    /// `backfill` by leased segments of this many blocks, so several
-    /// processes share a range; 0: one process writes, under the writer
-    /// lock.
-    pub segment_blocks: u64,
+    /// How `backfill` cuts its range into leased segments, so that every
+    /// backfill process on the database shares it.
+    #[serde(deserialize_with = "segment_blocks")]
+    pub segment_blocks: SegmentBlocks,
     /// A segment's lease lasts this long unless renewed (a third of it).
     #[serde(rename = "lease_ms", deserialize_with = "positive_millis")]
     pub lease: Duration,
@@ -167,6 +167,36 @@ pub struct IndexSettings {
     /// from its first wrong answer; zero stops at the first.
     #[serde(rename = "refetch_budget_ms", deserialize_with = "millis")]
     pub refetch_budget: Duration,
+}
+
+/// `index.segment_blocks`: how `backfill` cuts its range into the leased
+/// segments that every backfill process on the database shares.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SegmentBlocks {
+    /// `"auto"` (the default): a size the pipeline picks from the range.
+    Auto,
+    /// `0` or `"off"`: no segments; the process writes alone, under the
+    /// writer lock.
+    Off,
+    /// Segments of this many blocks.
+    Blocks(std::num::NonZeroU64),
+}
+
+impl FromStr for SegmentBlocks {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.trim() {
+            "auto" => Ok(SegmentBlocks::Auto),
+            "off" | "0" => Ok(SegmentBlocks::Off),
+            n => n
+                .parse::<u64>()
+                .ok()
+                .and_then(std::num::NonZeroU64::new)
+                .map(SegmentBlocks::Blocks)
+                .ok_or_else(|| format!("{n:?} is not a number of blocks, \"auto\" or \"off\" (0)")),
+        }
+    }
 }
 
 /// Receipts and event logs.
@@ -295,6 +325,23 @@ impl std::fmt::Debug for DatabaseSettings {
             .field("max_connections", &self.max_connections)
             .field("reconnect_budget", &self.reconnect_budget)
             .finish()
+    }
+}
+
+/// A number of blocks, `"auto"` or `"off"`, from the file (a TOML integer
+/// or string) or a flag or variable (a string).
+fn segment_blocks<'de, D: Deserializer<'de>>(d: D) -> Result<SegmentBlocks, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum NumberOrWord {
+        Number(u64),
+        Word(String),
+    }
+    match NumberOrWord::deserialize(d)? {
+        NumberOrWord::Number(n) => {
+            Ok(std::num::NonZeroU64::new(n).map_or(SegmentBlocks::Off, SegmentBlocks::Blocks))
+        }
+        NumberOrWord::Word(w) => w.parse().map_err(serde::de::Error::custom),
     }
 }
 
@@ -552,6 +599,47 @@ mod tests {
         assert!(s.rpc.ws_url.is_none() && s.database.url.is_none());
         assert!(s.database.schema.is_none(), "no schema: today's tables");
         assert!(s.metrics.listen.is_none());
+    }
+
+    #[test]
+    fn segment_blocks_is_auto_by_default_a_number_or_off() {
+        use std::num::NonZeroU64;
+        assert_eq!(
+            Settings::defaults().index.segment_blocks,
+            SegmentBlocks::Auto
+        );
+        let from_flag = |v: &str| {
+            let mut o = Overrides::default();
+            o.set("index.segment_blocks", v, "flag --segment-blocks".into());
+            Settings::load(None, o).map(|s| s.index.segment_blocks)
+        };
+        assert_eq!(from_flag("auto").unwrap(), SegmentBlocks::Auto);
+        assert_eq!(from_flag("off").unwrap(), SegmentBlocks::Off);
+        assert_eq!(from_flag("0").unwrap(), SegmentBlocks::Off);
+        assert_eq!(
+            from_flag("10000").unwrap(),
+            SegmentBlocks::Blocks(NonZeroU64::new(10_000).unwrap())
+        );
+        let err = from_flag("many").unwrap_err().to_string();
+        assert!(
+            err.contains("index.segment_blocks")
+                && err.contains("--segment-blocks")
+                && err.contains("\"many\" is not a number of blocks"),
+            "{err}"
+        );
+        let file = |v: &str| {
+            load(
+                &format!("[index]\nsegment_blocks = {v}\n"),
+                Overrides::default(),
+            )
+            .map(|s| s.index.segment_blocks)
+        };
+        assert_eq!(file("0").unwrap(), SegmentBlocks::Off);
+        assert_eq!(
+            file("25").unwrap(),
+            SegmentBlocks::Blocks(NonZeroU64::new(25).unwrap())
+        );
+        assert_eq!(file("\"auto\"").unwrap(), SegmentBlocks::Auto);
     }
 
     #[test]

@@ -100,6 +100,8 @@ pub struct SegmentCounts {
     pub free: u64,
     pub leased: u64,
     pub done: u64,
+    /// Blocks of the free and leased segments not written yet.
+    pub blocks_left: u64,
 }
 
 /// Range leases, for several processes sharing one backfill: the storage
@@ -110,8 +112,10 @@ pub struct SegmentCounts {
 /// blocks.
 #[async_trait::async_trait]
 pub trait Segments: Send + Sync {
-    /// Cuts `from..=to` into segments of `size` blocks (aligned to
-    /// multiples of `size`), adding those not planned yet.
+    /// Cuts the blocks of `from..=to` that no segment holds yet into
+    /// segments of `size` blocks (aligned to multiples of `size`); splits a
+    /// free segment that reaches outside the range at its edge; fails
+    /// naming the segment when one leased right now does.
     async fn plan(&self, from: u64, to: u64, size: u64) -> anyhow::Result<()>;
 
     /// Leases the lowest segment inside `from..=to` that is free or whose
@@ -119,9 +123,14 @@ pub trait Segments: Send + Sync {
     /// `None` when there is none.
     async fn lease(&self, from: u64, to: u64) -> anyhow::Result<Option<Segment>>;
 
-    /// Gives the leased segment back unfinished (shutdown, error); its
-    /// written blocks stay, and the next lease resumes after them.
+    /// Gives every segment this process holds back unfinished (shutdown,
+    /// error); their written blocks stay, and the next lease of each
+    /// resumes after them.
     async fn release(&self) -> anyhow::Result<()>;
+
+    /// Gives the segment starting at `first` back (its lease ended, or it
+    /// is abandoned); a no-op when the lease is no longer this process's.
+    async fn release_one(&self, first: u64) -> anyhow::Result<()>;
 
     /// Extends every lease this process holds; false if it holds one no
     /// more (it expired and another process took it).

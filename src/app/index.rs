@@ -13,7 +13,7 @@ use anyhow::Context as _;
 
 use crate::chain::Chain;
 use crate::cli::BlockTarget;
-use crate::config::{LogsMode, Settings};
+use crate::config::{LogsMode, SegmentBlocks, Settings};
 use crate::decode::EventSpec;
 use crate::metrics::Metrics;
 use crate::pipeline::{ConvergeEnd, Ctx, FollowStart, PipelineSettings};
@@ -24,19 +24,23 @@ use crate::store::{LockMode, Reconnecting, StoreError};
 use super::{Database, Migrations, open_database};
 
 pub async fn backfill(settings: Settings, from: u64, to: BlockTarget) -> anyhow::Result<ExitCode> {
-    let (size, lease) = (settings.index.segment_blocks, settings.index.lease);
-    let role = if size > 0 { Role::Shared } else { Role::Alone };
+    let (segment_blocks, lease) = (settings.index.segment_blocks, settings.index.lease);
+    let role = match segment_blocks {
+        SegmentBlocks::Off => Role::Alone,
+        SegmentBlocks::Auto | SegmentBlocks::Blocks(_) => Role::Shared,
+    };
     run(settings, "backfill", role, |ctx, sink| async move {
         let to = match to {
             BlockTarget::Number(n) => n,
             BlockTarget::Latest => ctx.source.head().await?,
         };
         anyhow::ensure!(from <= to, "--from {from} is above --to {to}");
-        if size > 0 {
-            crate::pipeline::leased_backfill(&ctx, sink, from, to, size, lease).await
-        } else {
-            crate::pipeline::backfill(&ctx, from, to).await
-        }
+        let size = match segment_blocks {
+            SegmentBlocks::Off => return crate::pipeline::backfill(&ctx, from, to).await,
+            SegmentBlocks::Auto => crate::pipeline::auto_segment_blocks(from, to),
+            SegmentBlocks::Blocks(n) => n.get(),
+        };
+        crate::pipeline::leased_backfill(&ctx, sink, from, to, size, lease).await
     })
     .await
 }
@@ -62,13 +66,14 @@ pub async fn sync(settings: Settings, from: Option<u64>) -> anyhow::Result<ExitC
 /// How a run holds the database's writer lock.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Role {
-    /// The only writer (`backfill` without segments); another writer
-    /// present is an error.
+    /// The only writer (`backfill` with `index.segment_blocks` off);
+    /// another writer present is an error.
     Alone,
     /// The leader of `follow`/`sync`: while another leads, this one waits
     /// as a hot standby and takes over the moment it is gone.
     Leader,
-    /// One of several leased backfills.
+    /// One of any number of backfills sharing ranges by leased segments
+    /// (the default); a writer alone present is an error.
     Shared,
 }
 
@@ -90,15 +95,19 @@ where
     let lock = match role {
         Role::Alone => match database.store.lock_writer(LockMode::Exclusive).await {
             Err(StoreError::Locked) => anyhow::bail!(
-                "another sender-indexer is writing to this database\n\n\
-                 to share a range between backfill processes, on one machine or many, \
-                 start every one of them (the running one too) with the same \
-                 --segment-blocks N (index.segment_blocks), for example --segment-blocks 10000; \
+                "another sender-indexer is writing to this database, and this backfill was set to write alone (index.segment_blocks = 0 or \"off\")\n\n\
+                 hint: without --segment-blocks 0, backfill processes share a range (index.segment_blocks = \"auto\", the default); \
                  otherwise stop the other one first, or point this one at another database"
             ),
             other => other?,
         },
-        Role::Shared => database.store.lock_writer(LockMode::Shared).await?,
+        Role::Shared => match database.store.lock_writer(LockMode::Shared).await {
+            Err(StoreError::Locked) => anyhow::bail!(
+                "a sender-indexer that writes alone (follow, sync, or a backfill with --segment-blocks 0) is writing to this database; backfill processes share a range only with one another\n\n\
+                 hint: stop it first and run it again once this backfill is done (follow and sync resume from the checkpoint), or point this one at another database"
+            ),
+            other => other?,
+        },
         Role::Leader => match database.store.lock_writer(LockMode::Exclusive).await {
             Err(StoreError::Locked) => {
                 tracing::info!(target: "indexer", "another sender-indexer writes to this database; standing by to take over when it stops");

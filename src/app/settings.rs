@@ -61,8 +61,8 @@ fn overrides(cli: &Cli) -> Overrides {
     if g.strict {
         o.set("index.strict", true, flag("strict"));
     }
-    if let Some(v) = g.segment_blocks {
-        o.set("index.segment_blocks", int(v), flag("segment-blocks"));
+    if let Some(v) = &g.segment_blocks {
+        o.set("index.segment_blocks", v.as_str(), flag("segment-blocks"));
     }
     if let Some(v) = g.confirmations {
         o.set("follow.confirmations", int(v), flag("confirmations"));

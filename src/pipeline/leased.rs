@@ -1,10 +1,13 @@
-//! `backfill` shared by several processes (`index.segment_blocks`): the
-//! range is cut into segments, and each process leases one at a time,
-//! indexes it with [`index_range`] (its writes commit the segment's
-//! progress, and its end, with the blocks), and leases the next, until none
-//! is left. A process that dies loses its lease when it expires, and
-//! another takes the segment over at its committed progress; a lease
-//! renewed too late (its writes are refused) is simply dropped. Once two
+//! `backfill`, shared by every backfill process on the database
+//! (`index.segment_blocks`, by default `auto`): the range is cut into
+//! segments (about [`AUTO_SEGMENTS`] of them unless a size is set), and
+//! each process leases one, indexes it with [`index_range_telling`] (its
+//! writes commit the segment's progress, and its end, with the blocks),
+//! and leases the next as soon as every block of the current one is
+//! fetched, until none is left. A process that dies loses its segments at
+//! once (its owner lock is gone), one that stalls when its lease expires,
+//! and another takes each over at its committed progress; a lease renewed
+//! too late (its writes are refused) is simply dropped. Once two
 //! neighbouring segments are done (checked before each lease and at the
 //! end), the upper one's first block must link to the last block of the
 //! lower one: a segment whose link fails is indexed again, as a reorg.
@@ -15,30 +18,53 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::bail;
+use anyhow::{Context as _, bail};
+use tokio::sync::oneshot;
+use tokio::task::JoinSet;
 
 use super::defer_indexes::LookupIndexes;
 use super::follow::link;
-use super::{ConvergeEnd, Ctx, Step, index_range};
-use crate::sink::Segments;
+use super::range::index_range_telling;
+use super::{ConvergeEnd, Ctx, Step};
+use crate::sink::{Segment, Segments};
 use crate::verify::Anchors;
 
 /// A segment whose links fail this often in one run stops it: the node
 /// serves a chain that does not hold together.
 const MAX_REDOS: u32 = 3;
 
+/// How many segments `auto` cuts a range into: enough that a handful of
+/// processes each lease several and finish close together, few enough
+/// that a process alone pays little for starting each (a pipeline start
+/// and a lease). Bounded by [`AUTO_MIN_BLOCKS`] and [`AUTO_MAX_BLOCKS`].
+pub const AUTO_SEGMENTS: u64 = 16;
+const AUTO_MIN_BLOCKS: u64 = 10;
+/// A mainnet segment of this many blocks is about 2M transactions.
+const AUTO_MAX_BLOCKS: u64 = 10_000;
+
+/// The segment size `index.segment_blocks = "auto"` gives `from..=to`.
+/// Processes that pick different sizes (their `--to latest` differs) still
+/// share: segments are planned once, and a later plan only cuts blocks no
+/// segment holds yet.
+pub fn auto_segment_blocks(from: u64, to: u64) -> u64 {
+    to.saturating_sub(from)
+        .saturating_add(1)
+        .div_ceil(AUTO_SEGMENTS)
+        .clamp(AUTO_MIN_BLOCKS, AUTO_MAX_BLOCKS)
+}
+
 /// Indexes `from..=to` in segments of `size` blocks, together with every
 /// other process doing the same on the same database. `lease`: how long a
 /// lease lasts unrenewed (renewed every third of it).
 pub async fn leased_backfill(
-    ctx: &Ctx,
+    ctx: &Arc<Ctx>,
     segments: Arc<dyn Segments>,
     from: u64,
     to: u64,
     size: u64,
     lease: Duration,
 ) -> anyhow::Result<ConvergeEnd> {
-    let anchors = link(ctx, from, Some(to)).await?;
+    let anchors = Arc::new(link(ctx, from, Some(to)).await?);
     // A bulk load drops the lookup indexes (every process may decide so,
     // dropping is idempotent); they are built once the range is done.
     let mut indexes = LookupIndexes::open(ctx).await?;
@@ -46,6 +72,15 @@ pub async fn leased_backfill(
     segments.plan(from, to, size).await?;
     let counts = segments.counts(from, to).await?;
     tracing::info!(target: "indexer::backfill", from, to, size, free = counts.free, leased = counts.leased, done = counts.done, "leased backfill: segments planned");
+    let stored = (to - from)
+        .saturating_add(1)
+        .saturating_sub(counts.blocks_left);
+    if stored > 0 {
+        tracing::info!(target: "indexer::backfill", stored, left = counts.blocks_left, "resuming: blocks of the range written before (done segments, and the progress of unfinished ones) are not indexed again");
+    }
+    // What is left of the range, whoever indexes it: the share this
+    // process indexes is its part of that.
+    ctx.progress.lock().await.set_total(counts.blocks_left);
     ctx.metrics.set_head(to);
     let renewer = tokio::spawn(renew(Arc::clone(&segments), lease / 3));
     let end = run(ctx, &anchors, segments.as_ref(), from, to, lease).await;
@@ -61,9 +96,17 @@ pub async fn leased_backfill(
     end
 }
 
+/// Leases segments and indexes them until every segment of the range is
+/// done (here or elsewhere). Two segments overlap at most: the next one is
+/// leased and fetched as soon as every block of the current one is
+/// fetched, so that a process alone keeps fetching, recovering and writing
+/// busy across segment boundaries instead of draining the pipeline at
+/// each. Each segment runs as a task of its own, so that it keeps going
+/// while this loop waits for the database (a future left unpolled here
+/// could hold the writer lock's guard that the lease query waits for).
 async fn run(
-    ctx: &Ctx,
-    anchors: &Anchors,
+    ctx: &Arc<Ctx>,
+    anchors: &Arc<Anchors>,
     segments: &dyn Segments,
     from: u64,
     to: u64,
@@ -71,54 +114,126 @@ async fn run(
 ) -> anyhow::Result<ConvergeEnd> {
     let mut shutdown = ctx.shutdown.clone();
     let mut redos = std::collections::HashMap::<u64, u32>::new();
+    let mut running = JoinSet::new();
+    let start = |running: &mut JoinSet<_>,
+                 seg: Segment,
+                 next: u64,
+                 fetched: Option<oneshot::Sender<()>>| {
+        let (ctx, anchors) = (Arc::clone(ctx), Arc::clone(anchors));
+        running.spawn(async move {
+            let step = index_range_telling(&ctx, &anchors, next, seg.last, fetched).await;
+            (seg, step)
+        });
+    };
+    // The newest segment's "every block fetched", and whether it came.
+    let mut fetched_rx: Option<oneshot::Receiver<()>> = None;
+    let mut lease_more = true;
+    let mut stopping = false;
     loop {
-        if shutdown.requested() {
-            return Ok(ConvergeEnd::Shutdown);
-        }
-        // Before each lease: a link that fails between two done segments
-        // (one just finished, here or elsewhere) is redone now, not once
-        // the whole range is done.
-        redo_broken_links(ctx, segments, from, to, &mut redos).await?;
-        if let Some(seg) = segments.lease(from, to).await? {
-            match &seg.taken_from {
-                Some(was) => {
-                    tracing::warn!(target: "indexer::backfill", first = seg.first, last = seg.last, next = seg.next, from = was, "took over a segment whose lease expired")
-                }
-                None => {
-                    tracing::info!(target: "indexer::backfill", first = seg.first, last = seg.last, next = seg.next, "leased a segment")
-                }
+        let newest_fetched = fetched_rx.is_none();
+        if !stopping && lease_more && running.len() < 2 && newest_fetched {
+            if shutdown.requested() {
+                stopping = true;
+                continue;
             }
-            match index_range(ctx, anchors, seg.next, seg.last).await? {
-                Step::Done => continue,
-                Step::Shutdown => return Ok(ConvergeEnd::Shutdown),
-                Step::Reorg { at } => bail!(
-                    "block {at}: does not extend block {} of the same segment ({}..={}) although both came from the node just now; the node serves a chain that does not hold together",
-                    at - 1,
-                    seg.first,
-                    seg.last
-                ),
-                Step::LeaseEnded { first, reason } => {
-                    tracing::warn!(target: "indexer::backfill", first, "{reason}; leasing another");
-                    segments.release().await?;
+            // Before each lease: a link that fails between two done
+            // segments (one just finished, here or elsewhere) is redone
+            // now, not once the whole range is done.
+            redo_broken_links(ctx, segments, from, to, &mut redos).await?;
+            match segments.lease(from, to).await? {
+                Some(seg) => {
+                    match &seg.taken_from {
+                        Some(was) => {
+                            tracing::warn!(target: "indexer::backfill", first = seg.first, last = seg.last, next = seg.next, from = was, "took over a segment whose lease expired or whose process is gone")
+                        }
+                        None => {
+                            tracing::info!(target: "indexer::backfill", first = seg.first, last = seg.last, next = seg.next, "leased a segment")
+                        }
+                    }
+                    let (tx, rx) = oneshot::channel();
+                    fetched_rx = Some(rx);
+                    let next = seg.next;
+                    start(&mut running, seg, next, Some(tx));
                     continue;
                 }
+                // None free now: lease again once a running one ends.
+                None => lease_more = false,
             }
         }
-        let counts = segments.counts(from, to).await?;
-        if counts.free + counts.leased > 0 {
-            // Others hold the rest; wait for them to finish or to die (their
-            // leases then expire and are taken over here).
-            tokio::select! {
-                _ = shutdown.wait() => return Ok(ConvergeEnd::Shutdown),
-                _ = tokio::time::sleep((lease / 4).min(Duration::from_secs(1))) => {}
+        if running.is_empty() {
+            if stopping {
+                return Ok(ConvergeEnd::Shutdown);
             }
+            let counts = segments.counts(from, to).await?;
+            if counts.free + counts.leased > 0 {
+                // Others hold the rest; wait for them to finish or to die
+                // (their leases then expire and are taken over here).
+                tokio::select! {
+                    _ = shutdown.wait() => return Ok(ConvergeEnd::Shutdown),
+                    _ = tokio::time::sleep((lease / 4).min(Duration::from_secs(1))) => {}
+                }
+                lease_more = true;
+                continue;
+            }
+            // Every segment is done: the last check (the last segment may
+            // have been finished by another process since the one above).
+            if redo_broken_links(ctx, segments, from, to, &mut redos).await? == 0 {
+                return Ok(ConvergeEnd::Complete);
+            }
+            lease_more = true;
             continue;
         }
-        // Every segment is done: the last check (the last segment may have
-        // been finished by another process since the one above).
-        if redo_broken_links(ctx, segments, from, to, &mut redos).await? == 0 {
-            return Ok(ConvergeEnd::Complete);
+        tokio::select! {
+            Some(joined) = running.join_next() => {
+                lease_more = true;
+                let (seg, step) = joined.context("a segment's task failed")?;
+                match step? {
+                    Step::Done => {}
+                    Step::Shutdown => stopping = true,
+                    // The chain reorganised while the segment was indexed
+                    // (a range near the head): its blocks are indexed again
+                    // from its first, each stored one kept or replaced.
+                    Step::Reorg { at } => {
+                        let n = redos.entry(seg.first).or_default();
+                        *n += 1;
+                        if *n > MAX_REDOS {
+                            bail!(
+                                "block {at}: does not extend block {} of the same segment ({}..={}) after indexing it {MAX_REDOS} times; the node serves a chain that does not hold together",
+                                at - 1,
+                                seg.first,
+                                seg.last
+                            );
+                        }
+                        tracing::warn!(target: "indexer::backfill", first = seg.first, "block {at} does not extend block {} (a reorg while the segment was indexed); indexing the segment again from its first block", at - 1);
+                        ctx.metrics.reorgs.inc();
+                        if !stopping {
+                            let first = seg.first;
+                            start(&mut running, seg, first, None);
+                        }
+                    }
+                    Step::LeaseEnded { first, reason } => {
+                        tracing::warn!(target: "indexer::backfill", first, "{reason}; leasing another");
+                        segments.release_one(seg.first).await?;
+                    }
+                }
+            }
+            // The newest segment is fetched whole (or its run ended): room
+            // to lease and fetch the next while its tail is written.
+            _ = fetched(&mut fetched_rx), if !newest_fetched => {
+                fetched_rx = None;
+            }
         }
+    }
+}
+
+/// Resolves when the segment whose receiver this is has every block
+/// fetched, or its run ended; never without one.
+async fn fetched(rx: &mut Option<oneshot::Receiver<()>>) {
+    match rx {
+        Some(rx) => {
+            let _ = rx.await;
+        }
+        None => std::future::pending().await,
     }
 }
 
@@ -163,5 +278,23 @@ async fn renew(segments: Arc<dyn Segments>, every: Duration) {
             }
             Err(e) => tracing::warn!(target: "indexer::backfill", "renewing the lease: {e:#}"),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::auto_segment_blocks;
+
+    #[test]
+    fn auto_cuts_a_range_into_about_sixteen_segments_within_bounds() {
+        // Short ranges: at least 10 blocks a segment.
+        assert_eq!(auto_segment_blocks(0, 40), 10);
+        assert_eq!(auto_segment_blocks(5, 5), 10);
+        // The backfill bench's 749 blocks: 16 segments.
+        assert_eq!(auto_segment_blocks(1, 749), 47);
+        assert_eq!(749u64.div_ceil(47), 16);
+        // Mainnet's history: at most 10,000 blocks a segment.
+        assert_eq!(auto_segment_blocks(0, 20_000_000), 10_000);
+        assert_eq!(auto_segment_blocks(0, u64::MAX), 10_000);
     }
 }

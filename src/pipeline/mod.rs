@@ -19,7 +19,8 @@
 //! * `follow`: the converge loops (`backfill`, `follow`, `sync`) and reorgs;
 //!   each run is first linked to its trust anchors ([`crate::verify::link`]),
 //!   which are then passed to every range it indexes.
-//! * `leased`: `backfill` by leased segments, shared by several processes.
+//! * `leased`: `backfill` by leased segments (the default), shared by every
+//!   backfill process on the database, two segments overlapping at most.
 //! * `defer_indexes`: when a load is large enough to build the lookup
 //!   indexes after it rather than during it.
 
@@ -30,7 +31,7 @@ pub(crate) mod range;
 mod refetch;
 
 pub use follow::{ConvergeEnd, FollowStart, backfill, follow};
-pub use leased::leased_backfill;
+pub use leased::{auto_segment_blocks, leased_backfill};
 pub use range::{Step, index_range};
 
 use std::sync::Arc;

@@ -94,9 +94,10 @@ pub enum StoreError {
     )]
     SegmentGap { first: u64, next: u64, at: u64 },
     #[error(
-        "blocks {gap_first}..={gap_last} of the range {from}..={to} lie in segment {first}..={last} of an earlier leased backfill, which reaches outside the range, so no segment of this run can hold them\n\nhint: run the backfill again over a range that contains that segment whole (e.g. --from {from_hint} --to {to_hint})"
+        "blocks {gap_first}..={gap_last} of the range {from}..={to} lie in segment {first}..={last}, which reaches outside the range and is leased right now by {owner} (a backfill over a range that holds it whole): this run can neither lease it nor split it at the range's edge\n\nhint: wait until that backfill is done (its segment is then done, and this run finds it so), or run this one over a range that contains the segment whole (e.g. --from {from_hint} --to {to_hint}) to share it"
     )]
     SegmentStraddles {
+        owner: String,
         from: u64,
         to: u64,
         gap_first: u64,
@@ -150,9 +151,26 @@ pub struct WriterLock {
     mode: LockMode,
     /// The schema's own key ([`WRITER_LOCK_KEY`] made the schema's).
     key: i64,
+    /// The process's own key, once taken on this connection (see
+    /// [`WriterLock::hold_owner_key`]).
+    owner_key: Option<i64>,
 }
 
 impl WriterLock {
+    /// Takes `key` (this process's own, random) on the lock's connection,
+    /// once: while the process lives, so does that lock, and a segment
+    /// leased under `key` whose lock is gone is taken over at once.
+    pub async fn hold_owner_key(&mut self, key: i64) -> Result<()> {
+        if self.owner_key != Some(key) {
+            sqlx::query("SELECT pg_advisory_lock($1)")
+                .bind(key)
+                .execute(&mut self.conn)
+                .await?;
+            self.owner_key = Some(key);
+        }
+        Ok(())
+    }
+
     /// Whether the lock's connection is still alive (and so the lock
     /// still held).
     pub async fn check(&mut self) -> Result<()> {
@@ -369,7 +387,12 @@ impl Store {
                 .fetch_one(&mut conn)
                 .await?;
             if locked {
-                return Ok(WriterLock { conn, mode, key });
+                return Ok(WriterLock {
+                    conn,
+                    mode,
+                    key,
+                    owner_key: None,
+                });
             }
             if deadline.is_some_and(|d| std::time::Instant::now() >= d) {
                 return Err(StoreError::Locked);

@@ -49,10 +49,16 @@ pub struct Reconnecting {
     mode: LockMode,
     /// This process's name in the `segments` table ("host:pid:nonce").
     owner: String,
+    /// The advisory lock this process holds on the writer lock's
+    /// connection while it leases segments: gone with the process, so its
+    /// segments are taken over at once (a random key).
+    owner_key: i64,
     /// How long a segment lease lasts unrenewed.
     lease_time: Duration,
-    /// The segment writes go into, while one is leased.
-    lease: std::sync::Mutex<Option<Lease>>,
+    /// The segments this process has leased and not finished (at most two
+    /// at once: one being written, the next being fetched), each with its
+    /// last block; a write goes into the one that holds its first block.
+    leases: std::sync::Mutex<Vec<(Lease, u64)>>,
     /// The database as it may be logged (see `redact`).
     name: String,
     budget: Duration,
@@ -67,8 +73,9 @@ impl Reconnecting {
             mode: lock.mode(),
             lock: Mutex::new(Some(lock)),
             owner: owner_name(),
+            owner_key: owner_key(),
             lease_time: Duration::from_secs(30),
-            lease: std::sync::Mutex::new(None),
+            leases: std::sync::Mutex::new(Vec::new()),
             name,
             budget,
             committed: std::sync::Mutex::new(None),
@@ -86,12 +93,20 @@ impl Reconnecting {
         &self.owner
     }
 
-    fn current_lease(&self) -> Option<Lease> {
-        self.lease.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    fn leases(&self) -> std::sync::MutexGuard<'_, Vec<(Lease, u64)>> {
+        self.leases.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn set_lease(&self, lease: Option<Lease>) {
-        *self.lease.lock().unwrap_or_else(|p| p.into_inner()) = lease;
+    /// The held lease whose segment holds block `n`.
+    fn lease_for(&self, n: u64) -> Option<Lease> {
+        self.leases()
+            .iter()
+            .find(|(l, last)| (l.first..=*last).contains(&n))
+            .map(|(l, _)| l.clone())
+    }
+
+    fn forget_lease(&self, first: u64) {
+        self.leases().retain(|(l, _)| l.first != first);
     }
 
     fn committed(&self) -> Option<u64> {
@@ -175,6 +190,15 @@ impl Reconnecting {
         }
     }
 
+    /// Holds this process's own key on the writer lock's connection (taken
+    /// again with the lock after a reconnect).
+    async fn hold_owner_key(&self) -> Result<(), StoreError> {
+        match self.lock.lock().await.as_mut() {
+            Some(held) => held.hold_owner_key(self.owner_key).await,
+            None => Err(StoreError::LockLost),
+        }
+    }
+
     /// Makes sure this process holds the writer lock on a live connection.
     async fn hold_lock(&self) -> Result<(), StoreError> {
         let mut lock = self.lock.lock().await;
@@ -205,14 +229,37 @@ impl Sink for Reconnecting {
             (Some(a), Some(b)) => format!("write blocks {}..={}", a.header.number, b.header.number),
             _ => "write no blocks".to_owned(),
         };
-        let lease = self.current_lease();
+        let (Some(first), Some(last)) = (blocks.first(), blocks.last()) else {
+            return Ok(Written::Committed(Default::default()));
+        };
+        let lease = self.lease_for(first.header.number);
+        if lease.is_none() && self.mode == LockMode::Shared {
+            // A leased backfill writes only into segments it holds.
+            return Ok(Written::LeaseEnded {
+                first: first.header.number,
+                reason: format!(
+                    "block {}: this process holds no lease on a segment with it",
+                    first.header.number
+                ),
+            });
+        }
         let written = self
             .retrying(&what, true, || {
                 self.store.write_blocks_in(blocks, lease.as_ref())
             })
             .await?;
-        if let (Written::Committed(_), Some(last), None) = (&written, blocks.last(), &lease) {
-            self.set_committed(last.header.number);
+        let last = last.header.number;
+        // The segment's last block is written: it is done.
+        let segment_done = |l: &Lease| {
+            self.leases()
+                .iter()
+                .any(|(h, end)| h.first == l.first && *end <= last)
+        };
+        match (&written, &lease) {
+            (Written::Committed(_), None) => self.set_committed(last),
+            (Written::Committed(_), Some(l)) if segment_done(l) => self.forget_lease(l.first),
+            (Written::LeaseEnded { .. }, Some(l)) => self.forget_lease(l.first),
+            _ => {}
         }
         Ok(written)
     }
@@ -287,6 +334,20 @@ impl Sink for Reconnecting {
     }
 }
 
+/// A key no other process draws: from the clock, the pid and the address
+/// of a fresh allocation, hashed.
+fn owner_key() -> i64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write(owner_name().as_bytes());
+    h.write_u128(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos()),
+    );
+    h.finish() as i64
+}
+
 /// "host:pid:nonce": unique per process, readable in `status`.
 fn owner_name() -> String {
     let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
@@ -309,37 +370,49 @@ impl Segments for Reconnecting {
 
     async fn lease(&self, from: u64, to: u64) -> anyhow::Result<Option<Segment>> {
         let seg = self
-            .retrying("lease a segment", true, || {
+            .retrying("lease a segment", true, || async {
+                self.hold_owner_key().await?;
                 self.store
-                    .lease_segment(from, to, &self.owner, self.lease_time)
+                    .lease_segment(from, to, &self.owner, self.owner_key, self.lease_time)
+                    .await
             })
             .await?;
-        self.set_lease(seg.as_ref().map(|s| Lease {
-            owner: self.owner.clone(),
-            first: s.first,
-        }));
+        if let Some(s) = &seg {
+            let lease = Lease {
+                owner: self.owner.clone(),
+                first: s.first,
+            };
+            self.leases().push((lease, s.last));
+        }
         Ok(seg)
     }
 
     async fn release(&self) -> anyhow::Result<()> {
-        let Some(lease) = self.current_lease() else {
-            return Ok(());
-        };
-        self.set_lease(None);
-        self.retrying("give a segment back", true, || {
-            self.store.release_segment(lease.first, &lease.owner)
+        let held: Vec<u64> = self.leases().iter().map(|(l, _)| l.first).collect();
+        for first in held {
+            self.release_one(first).await?;
+        }
+        Ok(())
+    }
+
+    async fn release_one(&self, first: u64) -> anyhow::Result<()> {
+        self.forget_lease(first);
+        let what = format!("give segment {first} back");
+        self.retrying(&what, true, || {
+            self.store.release_segment(first, &self.owner)
         })
         .await
     }
 
     async fn renew(&self) -> anyhow::Result<bool> {
-        let held = self.current_lease().is_some();
+        let held = self.leases().len() as u64;
         let renewed = self
-            .retrying("renew the lease", true, || {
-                self.store.renew_leases(&self.owner, self.lease_time)
+            .retrying("renew the lease", true, || async {
+                self.hold_owner_key().await?;
+                self.store.renew_leases(&self.owner, self.lease_time).await
             })
             .await?;
-        Ok(!held || renewed > 0)
+        Ok(renewed >= held)
     }
 
     async fn counts(&self, from: u64, to: u64) -> anyhow::Result<SegmentCounts> {

@@ -23,6 +23,10 @@ use crate::sink::{Segment, SegmentCounts};
 /// store makes the key its schema's own).
 pub(super) const COMPLETION_LOCK_KEY: i64 = 0x5e4d_e21d_e7e2;
 
+/// Serialises planning, so that processes started together cut a range
+/// into segments once.
+const PLAN_LOCK_KEY: i64 = 0x5e4d_e21d_e7e5;
+
 /// A segment this process writes into: its first block and the owner name
 /// the lease was taken with.
 #[derive(Debug, Clone)]
@@ -116,6 +120,85 @@ async fn move_checkpoint(tx: &mut Transaction<'_, Postgres>) -> Result<()> {
     }
 }
 
+/// Cuts `first..=last` into segments that end at multiples of `size` (less
+/// one), so that runs over different ranges cut alike.
+fn cut(first: u64, last: u64, size: u64, into: &mut Vec<(u64, u64)>) {
+    let mut at = first;
+    while at <= last {
+        let end = (at / size + 1)
+            .saturating_mul(size)
+            .saturating_sub(1)
+            .min(last);
+        into.push((at, end));
+        match end.checked_add(1) {
+            Some(n) => at = n,
+            None => break,
+        }
+    }
+}
+
+/// Splits the free segment that holds both `edge - 1` and `edge`, if any,
+/// into one below `edge` and one from it (each keeping the progress that
+/// lies in it; the lower one done when all its blocks are written).
+async fn split_free_segment(tx: &mut Transaction<'_, Postgres>, edge: u64) -> Result<()> {
+    if edge == 0 {
+        return Ok(());
+    }
+    let row: Option<(i64, i64, i64)> = sqlx::query_as(
+        "SELECT first_block, last_block, next_block FROM segments
+         WHERE first_block < $1 AND last_block >= $1
+           AND (state = 'free' OR (state = 'leased' AND expires_at < now()))
+         FOR UPDATE",
+    )
+    .bind(edge as i64)
+    .fetch_optional(&mut **tx)
+    .await?;
+    let Some((first, last, next)) = row else {
+        return Ok(());
+    };
+    let edge = edge as i64;
+    sqlx::query(
+        "UPDATE segments
+         SET last_block = $2 - 1, next_block = LEAST(next_block, $2),
+             state = CASE WHEN next_block >= $2 THEN 'done' ELSE 'free' END,
+             done_at = CASE WHEN next_block >= $2 THEN now() END,
+             owner = NULL, expires_at = NULL
+         WHERE first_block = $1",
+    )
+    .bind(first)
+    .bind(edge)
+    .execute(&mut **tx)
+    .await?;
+    sqlx::query("INSERT INTO segments (first_block, last_block, next_block) VALUES ($1, $2, $3)")
+        .bind(edge)
+        .bind(last)
+        .bind(next.max(edge))
+        .execute(&mut **tx)
+        .await?;
+    Ok(())
+}
+
+/// The checkpoint, when every block from `from` up to it is stored: the
+/// blocks a run over a range from `from` need not index again.
+async fn stored_through_checkpoint(
+    tx: &mut Transaction<'_, Postgres>,
+    from: u64,
+) -> Result<Option<u64>> {
+    let checkpoint: Option<i64> = sqlx::query_scalar("SELECT block_number FROM checkpoint")
+        .fetch_optional(&mut **tx)
+        .await?;
+    let Some(c) = checkpoint.filter(|&c| c >= from as i64) else {
+        return Ok(None);
+    };
+    let stored: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM blocks WHERE number BETWEEN $1 AND $2")
+            .bind(from as i64)
+            .bind(c)
+            .fetch_one(&mut **tx)
+            .await?;
+    Ok((stored == c - from as i64 + 1).then_some(c as u64))
+}
+
 /// After a rollback to `ancestor` (same transaction): segments above it are
 /// open again from the block after it.
 pub(super) async fn reopen_above(tx: &mut Transaction<'_, Postgres>, ancestor: u64) -> Result<()> {
@@ -147,40 +230,82 @@ pub struct SegmentRow {
 }
 
 impl Store {
+    /// Cuts the blocks of `from..=to` that no segment holds yet into new
+    /// segments of `size` blocks (aligned to multiples of it), under a lock
+    /// so that processes starting together plan once: a segment, once
+    /// planned, keeps its bounds whatever size a later run asks for, so
+    /// runs with other sizes or ranges never lease the same blocks twice.
+    /// A free segment that reaches outside the range is split at its edge,
+    /// so that this run can lease the part inside. New segments up to the
+    /// checkpoint are done when every block from `from` to it is stored (a
+    /// database indexed before without segments is not indexed again).
+    /// Then every block of the range lies in a segment this run can lease
+    /// or in a done one, or the error says which segment holds it.
     pub async fn plan_segments(&self, from: u64, to: u64, size: u64) -> Result<()> {
         // Partitions first: creating one while other processes write would
         // wait for their transactions.
         self.ensure_partitions(from, to).await?;
-        // A segment that an earlier, shorter range cut short at its end
-        // grows to its full length here (done again only once the new
-        // blocks are): without that, its missing blocks would lie in no
-        // segment.
-        sqlx::query(
-            "INSERT INTO segments (first_block, last_block, next_block)
-             SELECT GREATEST(s, $1), LEAST(s + $3 - 1, $2), GREATEST(s, $1)
-             FROM generate_series(($1 / $3) * $3, $2, $3) AS s
-             ON CONFLICT (first_block) DO UPDATE
-               SET last_block = EXCLUDED.last_block,
-                   state = CASE WHEN segments.state = 'done' THEN 'free' ELSE segments.state END,
-                   done_at = NULL
-               WHERE segments.last_block < EXCLUDED.last_block",
+        let size = size.max(1);
+        let mut tx = self.pool.begin().await?;
+        sqlx::query("SELECT pg_advisory_xact_lock($1)")
+            .bind(self.lock_key(PLAN_LOCK_KEY))
+            .execute(&mut *tx)
+            .await?;
+        for edge in [from, to + 1] {
+            split_free_segment(&mut tx, edge).await?;
+        }
+        let held: Vec<(i64, i64)> = sqlx::query_as(
+            "SELECT first_block, last_block FROM segments
+             WHERE last_block >= $1 AND first_block <= $2 ORDER BY first_block",
         )
         .bind(from as i64)
         .bind(to as i64)
-        .bind(size.max(1) as i64)
-        .execute(&self.pool)
+        .fetch_all(&mut *tx)
         .await?;
+        let mut new = Vec::new();
+        let mut at = from; // the lowest block no segment is known to hold
+        for (first, last) in held {
+            if first as u64 > at {
+                cut(at, first as u64 - 1, size, &mut new);
+            }
+            at = at.max(last as u64 + 1);
+        }
+        if at <= to {
+            cut(at, to, size, &mut new);
+        }
+        let stored_through = stored_through_checkpoint(&mut tx, from).await?;
+        for (first, last) in new {
+            let next = match stored_through {
+                Some(c) if c >= first => (c + 1).min(last + 1),
+                _ => first,
+            };
+            sqlx::query(
+                "INSERT INTO segments (first_block, last_block, next_block, state, done_at)
+                 VALUES ($1, $2, $3, CASE WHEN $3 > $2 THEN 'done' ELSE 'free' END,
+                         CASE WHEN $3 > $2 THEN now() END)
+                 ON CONFLICT (first_block) DO NOTHING",
+            )
+            .bind(first as i64)
+            .bind(last as i64)
+            .bind(next as i64)
+            .execute(&mut *tx)
+            .await?;
+        }
+        tx.commit().await?;
         self.check_segment_cover(from, to).await
     }
 
-    /// Every block of `from..=to` lies in a segment inside the range (only
-    /// those are leased by a run over it), or a [`StoreError::SegmentStraddles`]
-    /// that names the first block that does not and the segment that holds
-    /// it: a run never reports a range complete with blocks left out.
+    /// Every block of `from..=to` lies in a done segment or in one inside
+    /// the range (only those are leased by a run over it), or a
+    /// [`StoreError::SegmentStraddles`] that names the first block that
+    /// does not and the segment that holds it: a run never reports a range
+    /// complete with blocks left out.
     async fn check_segment_cover(&self, from: u64, to: u64) -> Result<()> {
         let inside: Vec<(i64, i64)> = sqlx::query_as(
             "SELECT first_block, last_block FROM segments
-             WHERE first_block >= $1 AND last_block <= $2 ORDER BY first_block",
+             WHERE (first_block >= $1 AND last_block <= $2)
+                OR (state = 'done' AND last_block >= $1 AND first_block <= $2)
+             ORDER BY first_block",
         )
         .bind(from as i64)
         .bind(to as i64)
@@ -201,15 +326,18 @@ impl Store {
         let Some((gap_first, gap_last)) = gap else {
             return Ok(());
         };
-        let holder: Option<(i64, i64)> = sqlx::query_as(
-            "SELECT first_block, last_block FROM segments
+        let holder: Option<(i64, i64, Option<String>)> = sqlx::query_as(
+            "SELECT first_block, last_block, owner FROM segments
              WHERE first_block <= $1 AND last_block >= $1 ORDER BY first_block LIMIT 1",
         )
         .bind(gap_first as i64)
         .fetch_optional(&self.pool)
         .await?;
-        let (first, last) = holder.map_or((gap_first, gap_last), |(f, l)| (f as u64, l as u64));
+        let (first, last, owner) = holder.map_or((gap_first, gap_last, None), |(f, l, o)| {
+            (f as u64, l as u64, o)
+        });
         Err(StoreError::SegmentStraddles {
+            owner: owner.unwrap_or_else(|| "another process".to_owned()),
             from,
             to,
             gap_first,
@@ -221,23 +349,37 @@ impl Store {
         })
     }
 
+    /// Leases the lowest segment inside `from..=to` that is free, whose
+    /// lease expired, or whose owner is gone (the advisory lock its
+    /// `owner_key` names is held by no session: the process died and its
+    /// connection closed), to `owner`, who holds `owner_key`.
     pub async fn lease_segment(
         &self,
         from: u64,
         to: u64,
         owner: &str,
+        owner_key: i64,
         lease: Duration,
     ) -> Result<Option<Segment>> {
         let row = sqlx::query(
             "WITH pick AS (
                  SELECT first_block, CASE WHEN state = 'leased' THEN owner END AS was
-                 FROM segments
+                 FROM segments s
                  WHERE first_block >= $1 AND last_block <= $2
-                   AND (state = 'free' OR (state = 'leased' AND expires_at < now()))
+                   AND (state = 'free'
+                        OR (state = 'leased'
+                            AND (expires_at < now()
+                                 OR (owner_key IS NOT NULL AND NOT EXISTS (
+                                     SELECT 1 FROM pg_locks l
+                                     WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1
+                                       AND l.database = (SELECT oid FROM pg_database
+                                                         WHERE datname = current_database())
+                                       AND l.classid::text::int8 = (s.owner_key >> 32) & 4294967295
+                                       AND l.objid::text::int8 = s.owner_key & 4294967295)))))
                  ORDER BY first_block LIMIT 1
                  FOR UPDATE SKIP LOCKED)
              UPDATE segments s
-             SET state = 'leased', owner = $3, leased_at = now(),
+             SET state = 'leased', owner = $3, owner_key = $5, leased_at = now(),
                  expires_at = now() + $4 * interval '1 millisecond'
              FROM pick WHERE s.first_block = pick.first_block
              RETURNING s.first_block, s.last_block, s.next_block, pick.was",
@@ -246,6 +388,7 @@ impl Store {
         .bind(to as i64)
         .bind(owner)
         .bind(lease.as_millis() as f64)
+        .bind(owner_key)
         .fetch_optional(&self.pool)
         .await?;
         Ok(row.map(|r| Segment {
@@ -282,10 +425,11 @@ impl Store {
     }
 
     pub async fn segment_counts(&self, from: u64, to: u64) -> Result<SegmentCounts> {
-        let (free, leased, done): (i64, i64, i64) = sqlx::query_as(
+        let (free, leased, done, left): (i64, i64, i64, i64) = sqlx::query_as(
             "SELECT count(*) FILTER (WHERE state = 'free'),
                     count(*) FILTER (WHERE state = 'leased'),
-                    count(*) FILTER (WHERE state = 'done')
+                    count(*) FILTER (WHERE state = 'done'),
+                    coalesce(sum(last_block + 1 - next_block) FILTER (WHERE state <> 'done'), 0)::int8
              FROM segments WHERE first_block >= $1 AND last_block <= $2",
         )
         .bind(from as i64)
@@ -296,6 +440,7 @@ impl Store {
             free: free as u64,
             leased: leased as u64,
             done: done as u64,
+            blocks_left: left as u64,
         })
     }
 
@@ -370,5 +515,26 @@ impl Store {
                 expires_in_s: r.get(6),
             })
             .collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::cut;
+
+    #[test]
+    fn cuts_end_at_multiples_of_the_size() {
+        let mut v = Vec::new();
+        cut(26, 65, 10, &mut v);
+        assert_eq!(v, [(26, 29), (30, 39), (40, 49), (50, 59), (60, 65)]);
+        v.clear();
+        cut(0, 9, 10, &mut v);
+        assert_eq!(v, [(0, 9)]);
+        v.clear();
+        cut(7, 7, 1, &mut v);
+        assert_eq!(v, [(7, 7)]);
+        v.clear();
+        cut(u64::MAX - 3, u64::MAX - 1, 10_000, &mut v);
+        assert_eq!(v, [(u64::MAX - 3, u64::MAX - 1)]);
     }
 }
