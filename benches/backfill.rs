@@ -33,7 +33,11 @@
 //! (another build of the binary, e.g. the commit before a change, to run
 //! as the child on the same server and data),
 //! `BENCH_PG_SETTINGS` (server settings applied by `ALTER SYSTEM` and a
-//! reload before the run, e.g. `max_wal_size=8GB checkpoint_timeout=30min`).
+//! reload before the run, e.g. `max_wal_size=8GB checkpoint_timeout=30min`),
+//! `BENCH_LATENCY_MS` (a provider that far away: each request waits a
+//! random 0 to twice that), `BENCH_PROCESSES=1,3` (that many backfills
+//! started with the same command share the range; `BENCH_SEGMENT_BLOCKS`
+//! sets `--segment-blocks`, by default `auto`).
 //!
 //! The renumbered chain is resealed (receipts root and bloom of the
 //! generated receipts, header hashes and parent links rebuilt), so the
@@ -264,6 +268,12 @@ async fn run() -> anyhow::Result<()> {
     // Serve the chain from memory: serialize every block once, up front.
     let setup = Instant::now();
     let server = RpcServer::start(Vec::new()).await?;
+    // BENCH_LATENCY_MS=40: a provider that far away (each request waits a
+    // random 0..=80 ms, 40 on average).
+    let latency_ms = common::env_usize("BENCH_LATENCY_MS", 0) as u64;
+    if latency_ms > 0 {
+        server.set_latency(Duration::from_millis(2 * latency_ms));
+    }
     let expected_logs = std::sync::atomic::AtomicUsize::new(0);
     // Receipts do not depend on the block hash but the hash depends on
     // their root: roots in parallel, hashes in order, then the blocks.
@@ -369,24 +379,28 @@ async fn run() -> anyhow::Result<()> {
                     .context("BENCH_PROCESSES: a list like 1,2,3")
             })
             .collect::<anyhow::Result<_>>()?;
-        let segment = common::env_usize("BENCH_SEGMENT_BLOCKS", 50);
-        let mut args: Vec<String> = [
-            "--threads",
-            "1",
-            "--segment-blocks",
-            &segment.to_string(),
-            "--batch-size",
-            &batch_size.to_string(),
-            "--concurrency",
-            &concurrency.to_string(),
-            "backfill",
-            "--from",
-            "1",
-            "--to",
-            &blocks.to_string(),
-        ]
-        .map(String::from)
-        .into();
+        // Without BENCH_SEGMENT_BLOCKS, the default (`auto`): the same
+        // command on every process, as a user runs it.
+        let mut args: Vec<String> = Vec::new();
+        if let Ok(segment) = std::env::var("BENCH_SEGMENT_BLOCKS") {
+            args.extend(["--segment-blocks".to_string(), segment]);
+        }
+        args.extend(
+            [
+                "--threads",
+                "1",
+                "--batch-size",
+                &batch_size.to_string(),
+                "--concurrency",
+                &concurrency.to_string(),
+                "backfill",
+                "--from",
+                "1",
+                "--to",
+                &blocks.to_string(),
+            ]
+            .map(String::from),
+        );
         args.extend(extra_args.split_whitespace().map(String::from));
         return processes(&cluster, &server.url(), &args, &counts, total_txs, rounds).await;
     }
