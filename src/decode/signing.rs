@@ -5,7 +5,6 @@
 //! parsing, no I/O, no crypto context.
 
 use alloy_rlp::{BufMut, EMPTY_STRING_CODE, Encodable, Header};
-use sha3::{Digest, Keccak256};
 
 use super::{AccessItem, Address, Authorization, B256, PayloadError, Tx, U256};
 
@@ -340,10 +339,14 @@ impl Authorization {
     }
 }
 
+/// Keccak-256 of `parts`, one after the other: the one keccak of the
+/// project (hashes, senders, signing hashes, blooms), on alloy's hasher,
+/// which with its `asm-keccak` feature runs XKCP's assembly (the tries,
+/// hashed inside `alloy-trie`, use the same).
 pub fn keccak(parts: &[&[u8]]) -> B256 {
-    let mut h = Keccak256::new();
+    let mut h = alloy_primitives::Keccak256::new();
     for p in parts {
         h.update(p);
     }
-    h.finalize().into()
+    h.finalize().0
 }
