@@ -1,10 +1,9 @@
 //! `backfill`, shared by every backfill process on the database
 //! (`index.segment_blocks`, by default `auto`): the range is cut into
 //! segments (about [`AUTO_SEGMENTS`] of them unless a size is set), and
-//! each process leases one, indexes it with [`index_range_telling`] (its
-//! writes commit the segment's progress, and its end, with the blocks),
-//! and leases the next as soon as every block of the current one is
-//! fetched, until none is left. A process that dies loses its segments at
+//! each process leases one, indexes it with [`index_range`] (its writes
+//! commit the segment's progress, and its end, with the blocks), and
+//! leases the next, until none is left. A process that dies loses its segments at
 //! once (its owner lock is gone), one that stalls when its lease expires,
 //! and another takes each over at its committed progress; a lease renewed
 //! too late (its writes are refused) is simply dropped. Once two
@@ -18,15 +17,12 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::{Context as _, bail};
-use tokio::sync::oneshot;
-use tokio::task::JoinSet;
+use anyhow::bail;
 
 use super::defer_indexes::LookupIndexes;
 use super::follow::link;
-use super::range::index_range_telling;
-use super::{ConvergeEnd, Ctx, Step};
-use crate::sink::{Segment, Segments};
+use super::{ConvergeEnd, Ctx, Step, index_range};
+use crate::sink::Segments;
 use crate::verify::Anchors;
 
 /// A segment whose links fail this often in one run stops it: the node
@@ -57,14 +53,14 @@ pub fn auto_segment_blocks(from: u64, to: u64) -> u64 {
 /// other process doing the same on the same database. `lease`: how long a
 /// lease lasts unrenewed (renewed every third of it).
 pub async fn leased_backfill(
-    ctx: &Arc<Ctx>,
+    ctx: &Ctx,
     segments: Arc<dyn Segments>,
     from: u64,
     to: u64,
     size: u64,
     lease: Duration,
 ) -> anyhow::Result<ConvergeEnd> {
-    let anchors = Arc::new(link(ctx, from, Some(to)).await?);
+    let anchors = link(ctx, from, Some(to)).await?;
     // A bulk load drops the lookup indexes (every process may decide so,
     // dropping is idempotent); they are built once the range is done.
     let mut indexes = LookupIndexes::open(ctx).await?;
@@ -96,17 +92,11 @@ pub async fn leased_backfill(
     end
 }
 
-/// Leases segments and indexes them until every segment of the range is
-/// done (here or elsewhere). Two segments overlap at most: the next one is
-/// leased and fetched as soon as every block of the current one is
-/// fetched, so that a process alone keeps fetching, recovering and writing
-/// busy across segment boundaries instead of draining the pipeline at
-/// each. Each segment runs as a task of its own, so that it keeps going
-/// while this loop waits for the database (a future left unpolled here
-/// could hold the writer lock's guard that the lease query waits for).
+/// Leases segments and indexes them, one after the other, until every
+/// segment of the range is done (here or elsewhere).
 async fn run(
-    ctx: &Arc<Ctx>,
-    anchors: &Arc<Anchors>,
+    ctx: &Ctx,
+    anchors: &Anchors,
     segments: &dyn Segments,
     from: u64,
     to: u64,
@@ -114,82 +104,28 @@ async fn run(
 ) -> anyhow::Result<ConvergeEnd> {
     let mut shutdown = ctx.shutdown.clone();
     let mut redos = std::collections::HashMap::<u64, u32>::new();
-    let mut running = JoinSet::new();
-    let start = |running: &mut JoinSet<_>,
-                 seg: Segment,
-                 next: u64,
-                 fetched: Option<oneshot::Sender<()>>| {
-        let (ctx, anchors) = (Arc::clone(ctx), Arc::clone(anchors));
-        running.spawn(async move {
-            let step = index_range_telling(&ctx, &anchors, next, seg.last, fetched).await;
-            (seg, step)
-        });
-    };
-    // The newest segment's "every block fetched", and whether it came.
-    let mut fetched_rx: Option<oneshot::Receiver<()>> = None;
-    let mut lease_more = true;
-    let mut stopping = false;
     loop {
-        let newest_fetched = fetched_rx.is_none();
-        if !stopping && lease_more && running.len() < 2 && newest_fetched {
-            if shutdown.requested() {
-                stopping = true;
-                continue;
-            }
-            // Before each lease: a link that fails between two done
-            // segments (one just finished, here or elsewhere) is redone
-            // now, not once the whole range is done.
-            redo_broken_links(ctx, segments, from, to, &mut redos).await?;
-            match segments.lease(from, to).await? {
-                Some(seg) => {
-                    match &seg.taken_from {
-                        Some(was) => {
-                            tracing::warn!(target: "indexer::backfill", first = seg.first, last = seg.last, next = seg.next, from = was, "took over a segment whose lease expired or whose process is gone")
-                        }
-                        None => {
-                            tracing::info!(target: "indexer::backfill", first = seg.first, last = seg.last, next = seg.next, "leased a segment")
-                        }
-                    }
-                    let (tx, rx) = oneshot::channel();
-                    fetched_rx = Some(rx);
-                    let next = seg.next;
-                    start(&mut running, seg, next, Some(tx));
-                    continue;
-                }
-                // None free now: lease again once a running one ends.
-                None => lease_more = false,
-            }
+        if shutdown.requested() {
+            return Ok(ConvergeEnd::Shutdown);
         }
-        if running.is_empty() {
-            if stopping {
-                return Ok(ConvergeEnd::Shutdown);
-            }
-            let counts = segments.counts(from, to).await?;
-            if counts.free + counts.leased > 0 {
-                // Others hold the rest; wait for them to finish or to die
-                // (their leases then expire and are taken over here).
-                tokio::select! {
-                    _ = shutdown.wait() => return Ok(ConvergeEnd::Shutdown),
-                    _ = tokio::time::sleep((lease / 4).min(Duration::from_secs(1))) => {}
+        // Before each lease: a link that fails between two done segments
+        // (one just finished, here or elsewhere) is redone now, not once
+        // the whole range is done.
+        redo_broken_links(ctx, segments, from, to, &mut redos).await?;
+        if let Some(seg) = segments.lease(from, to).await? {
+            match &seg.taken_from {
+                Some(was) => {
+                    tracing::warn!(target: "indexer::backfill", first = seg.first, last = seg.last, next = seg.next, from = was, "took over a segment whose lease expired or whose process is gone")
                 }
-                lease_more = true;
-                continue;
+                None => {
+                    tracing::info!(target: "indexer::backfill", first = seg.first, last = seg.last, next = seg.next, "leased a segment")
+                }
             }
-            // Every segment is done: the last check (the last segment may
-            // have been finished by another process since the one above).
-            if redo_broken_links(ctx, segments, from, to, &mut redos).await? == 0 {
-                return Ok(ConvergeEnd::Complete);
-            }
-            lease_more = true;
-            continue;
-        }
-        tokio::select! {
-            Some(joined) = running.join_next() => {
-                lease_more = true;
-                let (seg, step) = joined.context("a segment's task failed")?;
-                match step? {
-                    Step::Done => {}
-                    Step::Shutdown => stopping = true,
+            let mut next = seg.next;
+            loop {
+                match index_range(ctx, anchors, next, seg.last).await? {
+                    Step::Done => break,
+                    Step::Shutdown => return Ok(ConvergeEnd::Shutdown),
                     // The chain reorganised while the segment was indexed
                     // (a range near the head): its blocks are indexed again
                     // from its first, each stored one kept or replaced.
@@ -206,34 +142,32 @@ async fn run(
                         }
                         tracing::warn!(target: "indexer::backfill", first = seg.first, "block {at} does not extend block {} (a reorg while the segment was indexed); indexing the segment again from its first block", at - 1);
                         ctx.metrics.reorgs.inc();
-                        if !stopping {
-                            let first = seg.first;
-                            start(&mut running, seg, first, None);
-                        }
+                        next = seg.first;
                     }
                     Step::LeaseEnded { first, reason } => {
                         tracing::warn!(target: "indexer::backfill", first, "{reason}; leasing another");
                         segments.release_one(seg.first).await?;
+                        break;
                     }
                 }
             }
-            // The newest segment is fetched whole (or its run ended): room
-            // to lease and fetch the next while its tail is written.
-            _ = fetched(&mut fetched_rx), if !newest_fetched => {
-                fetched_rx = None;
+            continue;
+        }
+        let counts = segments.counts(from, to).await?;
+        if counts.free + counts.leased > 0 {
+            // Others hold the rest; wait for them to finish or to die (their
+            // leases then expire and are taken over here).
+            tokio::select! {
+                _ = shutdown.wait() => return Ok(ConvergeEnd::Shutdown),
+                _ = tokio::time::sleep((lease / 4).min(Duration::from_secs(1))) => {}
             }
+            continue;
         }
-    }
-}
-
-/// Resolves when the segment whose receiver this is has every block
-/// fetched, or its run ended; never without one.
-async fn fetched(rx: &mut Option<oneshot::Receiver<()>>) {
-    match rx {
-        Some(rx) => {
-            let _ = rx.await;
+        // Every segment is done: the last check (the last segment may have
+        // been finished by another process since the one above).
+        if redo_broken_links(ctx, segments, from, to, &mut redos).await? == 0 {
+            return Ok(ConvergeEnd::Complete);
         }
-        None => std::future::pending().await,
     }
 }
 

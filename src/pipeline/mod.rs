@@ -20,7 +20,7 @@
 //!   each run is first linked to its trust anchors ([`crate::verify::link`]),
 //!   which are then passed to every range it indexes.
 //! * `leased`: `backfill` by leased segments (the default), shared by every
-//!   backfill process on the database, two segments overlapping at most.
+//!   backfill process on the database.
 //! * `defer_indexes`: when a load is large enough to build the lookup
 //!   indexes after it rather than during it.
 

@@ -137,23 +137,9 @@ struct Pending {
 /// Indexes `from..=to`; each block must agree with `anchors` (the run's
 /// trusted blocks and stored neighbours, from [`verify::link`]).
 pub async fn index_range(ctx: &Ctx, anchors: &Anchors, from: u64, to: u64) -> anyhow::Result<Step> {
-    index_range_telling(ctx, anchors, from, to, None).await
-}
-
-/// [`index_range`], telling `fetched` once every block of the range is
-/// fetched (its tail is still being recovered and written then): a leased
-/// backfill starts its next segment at that moment, so that fetching never
-/// waits for the last write of a segment.
-pub(crate) async fn index_range_telling(
-    ctx: &Ctx,
-    anchors: &Anchors,
-    from: u64,
-    to: u64,
-    fetched: Option<oneshot::Sender<()>>,
-) -> anyhow::Result<Step> {
     let (pending_tx, pending_rx) = mpsc::channel::<Pending>(PENDING_BLOCKS);
     let (batch_tx, batch_rx) = mpsc::channel::<Vec<Block>>(1);
-    let submit = submit(ctx, from, to, pending_tx, fetched);
+    let submit = submit(ctx, from, to, pending_tx);
     let collect = collect(ctx, anchors, pending_rx, batch_tx);
     let write = write(ctx, batch_rx);
     let (submitted, collected, written) = tokio::try_join!(submit, collect, write)?;
@@ -170,7 +156,6 @@ async fn submit(
     from: u64,
     to: u64,
     pending_tx: mpsc::Sender<Pending>,
-    mut fetched: Option<oneshot::Sender<()>>,
 ) -> anyhow::Result<Step> {
     let mut shutdown = ctx.shutdown.clone();
     let mut blocks = Arc::clone(&ctx.source).blocks(from..=to);
@@ -183,12 +168,7 @@ async fn submit(
             item = blocks.next() => item,
         };
         let block: RawBlock = match item {
-            None => {
-                if let Some(fetched) = fetched.take() {
-                    let _ = fetched.send(());
-                }
-                return Ok(Step::Done);
-            }
+            None => return Ok(Step::Done),
             Some(result) => result?,
         };
         // The source promises each block is the one asked for; this checks

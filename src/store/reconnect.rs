@@ -55,9 +55,9 @@ pub struct Reconnecting {
     owner_key: i64,
     /// How long a segment lease lasts unrenewed.
     lease_time: Duration,
-    /// The segments this process has leased and not finished (at most two
-    /// at once: one being written, the next being fetched), each with its
-    /// last block; a write goes into the one that holds its first block.
+    /// The segments this process has leased and not finished, each with
+    /// its last block (one at a time today); a write goes into the one that
+    /// holds its first block, and a leased backfill writes nowhere else.
     leases: std::sync::Mutex<Vec<(Lease, u64)>>,
     /// The database as it may be logged (see `redact`).
     name: String,
