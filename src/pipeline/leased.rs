@@ -146,7 +146,7 @@ async fn run(
                     }
                     Step::LeaseEnded { first, reason } => {
                         tracing::warn!(target: "indexer::backfill", first, "{reason}; leasing another");
-                        segments.release_one(seg.first).await?;
+                        segments.release().await?;
                         break;
                     }
                 }
