@@ -123,10 +123,14 @@ pub trait Segments: Send + Sync {
     /// `None` when there is none.
     async fn lease(&self, from: u64, to: u64) -> anyhow::Result<Option<Segment>>;
 
-    /// Gives the leased segment back unfinished (shutdown, error, its
-    /// lease ended); its written blocks stay, and the next lease resumes
-    /// after them. A no-op when the lease is no longer this process's.
+    /// Gives every segment this process holds back unfinished (shutdown,
+    /// error); their written blocks stay, and the next lease of each
+    /// resumes after them.
     async fn release(&self) -> anyhow::Result<()>;
+
+    /// Gives the segment starting at `first` back (its lease ended, or it
+    /// is abandoned); a no-op when the lease is no longer this process's.
+    async fn release_one(&self, first: u64) -> anyhow::Result<()>;
 
     /// Extends every lease this process holds; false if it holds one no
     /// more (it expired and another process took it).

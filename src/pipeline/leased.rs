@@ -1,9 +1,11 @@
 //! `backfill`, shared by every backfill process on the database
 //! (`index.segment_blocks`, by default `auto`): the range is cut into
 //! segments (about [`AUTO_SEGMENTS`] of them unless a size is set), and
-//! each process leases one, indexes it with [`index_range`] (its writes
-//! commit the segment's progress, and its end, with the blocks), and
-//! leases the next, until none is left. A process that dies loses its segments at
+//! each process leases one and indexes it (its writes commit the
+//! segment's progress, and its end, with the blocks), leasing the next as
+//! soon as the one before is fetched whole: one pipeline
+//! ([`index_ranges`]) runs through them, so a process alone goes as fast
+//! as one that writes without segments. Until none is left. A process that dies loses its segments at
 //! once (its owner lock is gone), one that stalls when its lease expires,
 //! and another takes each over at its committed progress; a lease renewed
 //! too late (its writes are refused) is simply dropped. Once two
@@ -14,14 +16,18 @@
 //! This module decides which segment to index; leasing, renewing and the
 //! writes' checks are storage's ([`Segments`]); it writes no SQL.
 
+use std::collections::HashMap;
+use std::ops::RangeInclusive;
 use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::bail;
+use futures::StreamExt;
 
 use super::defer_indexes::LookupIndexes;
 use super::follow::link;
-use super::{ConvergeEnd, Ctx, Step, index_range};
+use super::range::{Ranges, index_ranges};
+use super::{ConvergeEnd, Ctx, Step};
 use crate::sink::Segments;
 use crate::verify::Anchors;
 
@@ -92,8 +98,10 @@ pub async fn leased_backfill(
     end
 }
 
-/// Leases segments and indexes them, one after the other, until every
-/// segment of the range is done (here or elsewhere).
+/// Leases segments and indexes them, one after the other through one
+/// pipeline (the next is leased once the one before is fetched whole, so
+/// the pipeline never drains between them), until every segment of the
+/// range is done, here or elsewhere.
 async fn run(
     ctx: &Ctx,
     anchors: &Anchors,
@@ -103,55 +111,60 @@ async fn run(
     lease: Duration,
 ) -> anyhow::Result<ConvergeEnd> {
     let mut shutdown = ctx.shutdown.clone();
-    let mut redos = std::collections::HashMap::<u64, u32>::new();
+    let mut redos = HashMap::<u64, u32>::new();
+    // A segment still leased here, to index again from its first block.
+    let mut again: Option<(u64, u64)> = None;
     loop {
         if shutdown.requested() {
             return Ok(ConvergeEnd::Shutdown);
         }
-        // Before each lease: a link that fails between two done segments
-        // (one just finished, here or elsewhere) is redone now, not once
-        // the whole range is done.
-        redo_broken_links(ctx, segments, from, to, &mut redos).await?;
-        if let Some(seg) = segments.lease(from, to).await? {
-            match &seg.taken_from {
-                Some(was) => {
-                    tracing::warn!(target: "indexer::backfill", first = seg.first, last = seg.last, next = seg.next, from = was, "took over a segment whose lease expired or whose process is gone")
+        // Each segment the pipeline was given, in order.
+        let mut given = Vec::new();
+        let feed = Feed {
+            ctx,
+            segments,
+            from,
+            to,
+            again: again.take(),
+            redos: &mut redos,
+            given: &mut given,
+        };
+        match index_ranges(ctx, anchors, feed.into_ranges()).await? {
+            // No segment is free: see below whether others hold the rest.
+            Step::Done => {}
+            Step::Shutdown => return Ok(ConvergeEnd::Shutdown),
+            // The chain reorganised while a segment was indexed (a range
+            // near the head): its blocks are indexed again from its first,
+            // each stored one kept or replaced; the later segments it had
+            // leased are given back (their written blocks stay).
+            Step::Reorg { at } => {
+                let Some(&(first, last)) = given.iter().find(|(f, l)| (*f..=*l).contains(&at))
+                else {
+                    bail!(
+                        "block {at}: reported as a reorg outside every segment this process leased"
+                    );
+                };
+                let n = redos.entry(first).or_default();
+                *n += 1;
+                if *n > MAX_REDOS {
+                    bail!(
+                        "block {at}: does not extend block {} of the same segment ({first}..={last}) after indexing it {MAX_REDOS} times; the node serves a chain that does not hold together",
+                        at - 1
+                    );
                 }
-                None => {
-                    tracing::info!(target: "indexer::backfill", first = seg.first, last = seg.last, next = seg.next, "leased a segment")
+                tracing::warn!(target: "indexer::backfill", first, "block {at} does not extend block {} (a reorg while the segment was indexed); indexing the segment again from its first block", at - 1);
+                ctx.metrics.reorgs.inc();
+                for &(later, _) in given.iter().filter(|(f, _)| *f > first) {
+                    segments.release_one(later).await?;
                 }
+                again = Some((first, last));
+                continue;
             }
-            let mut next = seg.next;
-            loop {
-                match index_range(ctx, anchors, next, seg.last).await? {
-                    Step::Done => break,
-                    Step::Shutdown => return Ok(ConvergeEnd::Shutdown),
-                    // The chain reorganised while the segment was indexed
-                    // (a range near the head): its blocks are indexed again
-                    // from its first, each stored one kept or replaced.
-                    Step::Reorg { at } => {
-                        let n = redos.entry(seg.first).or_default();
-                        *n += 1;
-                        if *n > MAX_REDOS {
-                            bail!(
-                                "block {at}: does not extend block {} of the same segment ({}..={}) after indexing it {MAX_REDOS} times; the node serves a chain that does not hold together",
-                                at - 1,
-                                seg.first,
-                                seg.last
-                            );
-                        }
-                        tracing::warn!(target: "indexer::backfill", first = seg.first, "block {at} does not extend block {} (a reorg while the segment was indexed); indexing the segment again from its first block", at - 1);
-                        ctx.metrics.reorgs.inc();
-                        next = seg.first;
-                    }
-                    Step::LeaseEnded { first, reason } => {
-                        tracing::warn!(target: "indexer::backfill", first, "{reason}; leasing another");
-                        segments.release().await?;
-                        break;
-                    }
-                }
+            Step::LeaseEnded { first, reason } => {
+                tracing::warn!(target: "indexer::backfill", first, "{reason}; leasing another");
+                segments.release().await?;
+                continue;
             }
-            continue;
         }
         let counts = segments.counts(from, to).await?;
         if counts.free + counts.leased > 0 {
@@ -164,10 +177,62 @@ async fn run(
             continue;
         }
         // Every segment is done: the last check (the last segment may have
-        // been finished by another process since the one above).
+        // been finished by another process since the last lease).
         if redo_broken_links(ctx, segments, from, to, &mut redos).await? == 0 {
             return Ok(ConvergeEnd::Complete);
         }
+    }
+}
+
+/// The segments one pipeline indexes: first one to index again, if any,
+/// then each one leased, as the pipeline asks for the next.
+struct Feed<'a> {
+    ctx: &'a Ctx,
+    segments: &'a dyn Segments,
+    from: u64,
+    to: u64,
+    again: Option<(u64, u64)>,
+    redos: &'a mut HashMap<u64, u32>,
+    /// Every segment handed to the pipeline, `first..=last`.
+    given: &'a mut Vec<(u64, u64)>,
+}
+
+impl<'a> Feed<'a> {
+    fn into_ranges(self) -> Ranges<'a> {
+        futures::stream::unfold(Some(self), |feed| async move {
+            let mut feed = feed?;
+            match feed.next().await {
+                Ok(Some(range)) => Some((Ok(range), Some(feed))),
+                Ok(None) => None,
+                Err(e) => Some((Err(e), None)),
+            }
+        })
+        .boxed()
+    }
+
+    /// The blocks to index next: the segment to index again, or, once a
+    /// link that fails between two done segments (one just finished, here
+    /// or elsewhere) is redone, the next segment leased from where its
+    /// progress stands; `None` when none is free.
+    async fn next(&mut self) -> anyhow::Result<Option<RangeInclusive<u64>>> {
+        if let Some((first, last)) = self.again.take() {
+            self.given.push((first, last));
+            return Ok(Some(first..=last));
+        }
+        redo_broken_links(self.ctx, self.segments, self.from, self.to, self.redos).await?;
+        let Some(seg) = self.segments.lease(self.from, self.to).await? else {
+            return Ok(None);
+        };
+        match &seg.taken_from {
+            Some(was) => {
+                tracing::warn!(target: "indexer::backfill", first = seg.first, last = seg.last, next = seg.next, from = was, "took over a segment whose lease expired or whose process is gone")
+            }
+            None => {
+                tracing::info!(target: "indexer::backfill", first = seg.first, last = seg.last, next = seg.next, "leased a segment")
+            }
+        }
+        self.given.push((seg.first, seg.last));
+        Ok(Some(seg.next..=seg.last))
     }
 }
 
@@ -180,7 +245,7 @@ async fn redo_broken_links(
     segments: &dyn Segments,
     from: u64,
     to: u64,
-    redos: &mut std::collections::HashMap<u64, u32>,
+    redos: &mut HashMap<u64, u32>,
 ) -> anyhow::Result<usize> {
     let broken = segments.broken_links(from, to).await?;
     for &first in &broken {

@@ -33,10 +33,12 @@
 //! copied per block or per transaction, not even inline blob data), and
 //! the pool parses each transaction straight from its slice.
 
+use std::ops::RangeInclusive;
 use std::sync::Arc;
 
 use anyhow::{Context as _, bail};
 use futures::StreamExt;
+use futures::stream::BoxStream;
 use tokio::sync::{mpsc, oneshot};
 
 use super::Ctx;
@@ -129,6 +131,8 @@ struct Pending {
     /// Logs from `eth_getLogs` came with the block.
     logs: Option<Vec<Log>>,
     chunks: Vec<oneshot::Receiver<ChunkResult>>,
+    /// The last block of its range: the batch it is in ends with it.
+    ends_range: bool,
     /// Its share of [`PENDING_TXS`], given back once collected (none for
     /// a block fetched again).
     _permit: Option<tokio::sync::OwnedSemaphorePermit>,
@@ -137,9 +141,27 @@ struct Pending {
 /// Indexes `from..=to`; each block must agree with `anchors` (the run's
 /// trusted blocks and stored neighbours, from [`verify::link`]).
 pub async fn index_range(ctx: &Ctx, anchors: &Anchors, from: u64, to: u64) -> anyhow::Result<Step> {
+    let one = futures::stream::once(async move { Ok(from..=to) }).boxed();
+    index_ranges(ctx, anchors, one).await
+}
+
+/// Ranges one pipeline indexes one after the other. The next is pulled
+/// once the one before is fetched whole, while its tail is still being
+/// recovered and written: a leased backfill takes its next segment as late
+/// as it can and still never lets the pipeline drain between segments.
+pub type Ranges<'a> = BoxStream<'a, anyhow::Result<RangeInclusive<u64>>>;
+
+/// Indexes each of `ranges` in turn, through one pipeline; a write batch
+/// never spans two of them (a leased segment is written under its own
+/// lease). Ends [`Step::Done`] when `ranges` ends.
+pub async fn index_ranges(
+    ctx: &Ctx,
+    anchors: &Anchors,
+    ranges: Ranges<'_>,
+) -> anyhow::Result<Step> {
     let (pending_tx, pending_rx) = mpsc::channel::<Pending>(PENDING_BLOCKS);
     let (batch_tx, batch_rx) = mpsc::channel::<Vec<Block>>(1);
-    let submit = submit(ctx, from, to, pending_tx);
+    let submit = submit(ctx, ranges, pending_tx);
     let collect = collect(ctx, anchors, pending_rx, batch_tx);
     let write = write(ctx, batch_rx);
     let (submitted, collected, written) = tokio::try_join!(submit, collect, write)?;
@@ -153,44 +175,55 @@ pub async fn index_range(ctx: &Ctx, anchors: &Anchors, from: u64, to: u64) -> an
 /// Stage 1: pulls blocks in order and queues their transactions on the pool.
 async fn submit(
     ctx: &Ctx,
-    from: u64,
-    to: u64,
+    mut ranges: Ranges<'_>,
     pending_tx: mpsc::Sender<Pending>,
 ) -> anyhow::Result<Step> {
     let mut shutdown = ctx.shutdown.clone();
-    let mut blocks = Arc::clone(&ctx.source).blocks(from..=to);
-    let mut expected = from;
     let budget = Arc::new(tokio::sync::Semaphore::new(PENDING_TXS));
-    loop {
-        let item = tokio::select! {
-            biased;
-            _ = shutdown.wait() => return Ok(Step::Shutdown),
-            item = blocks.next() => item,
-        };
-        let block: RawBlock = match item {
-            None => return Ok(Step::Done),
-            Some(result) => result?,
-        };
-        // The source promises each block is the one asked for; this checks
-        // the stream against the range, so no block is skipped or repeated.
-        if block.header.number != expected {
-            bail!(
-                "block {expected}: the node returned block {} instead",
-                block.header.number
-            );
+    // Not raced with shutdown (a lease taken is recorded before it is
+    // seen); the next range's first block is.
+    while let Some(range) = ranges.next().await {
+        let range = range?;
+        let (from, to) = (*range.start(), *range.end());
+        let mut blocks = Arc::clone(&ctx.source).blocks(range);
+        let mut expected = from;
+        loop {
+            let item = tokio::select! {
+                biased;
+                _ = shutdown.wait() => return Ok(Step::Shutdown),
+                item = blocks.next() => item,
+            };
+            let block: RawBlock = match item {
+                None => break,
+                Some(result) => result?,
+            };
+            // The source promises each block is the one asked for; this
+            // checks the stream against the range, so no block is skipped
+            // or repeated.
+            if block.header.number != expected {
+                bail!(
+                    "block {expected}: the node returned block {} instead",
+                    block.header.number
+                );
+            }
+            expected += 1;
+            let wanted = block.txs.len().clamp(1, PENDING_TXS) as u32;
+            let permit = tokio::select! {
+                biased;
+                _ = shutdown.wait() => return Ok(Step::Shutdown),
+                p = Arc::clone(&budget).acquire_many_owned(wanted) => p.expect("never closed"),
+            };
+            let mut pending = queue(ctx, block, Some(permit)).await?;
+            pending.ends_range = expected > to;
+            if pending_tx.send(pending).await.is_err() {
+                return Ok(Step::Done); // a later stage stopped; it reports why
+            }
         }
-        expected += 1;
-        let wanted = block.txs.len().clamp(1, PENDING_TXS) as u32;
-        let permit = tokio::select! {
-            biased;
-            _ = shutdown.wait() => return Ok(Step::Shutdown),
-            p = Arc::clone(&budget).acquire_many_owned(wanted) => p.expect("never closed"),
-        };
-        let pending = queue(ctx, block, Some(permit)).await?;
-        if pending_tx.send(pending).await.is_err() {
-            return Ok(Step::Done); // a later stage stopped; it reports why
+        if expected <= to {
+            bail!("block {expected}: the source ended the range {from}..={to} before it");
         }
     }
+    Ok(Step::Done)
 }
 
 /// Queues `block`'s transactions (and receipts) on the pool, in chunks.
@@ -232,6 +265,7 @@ async fn queue(
         receipt_count,
         logs,
         chunks,
+        ends_range: false,
         _permit: permit,
     };
     Ok(pending)
@@ -252,6 +286,7 @@ async fn collect(
     let mut ended = Step::Done;
     while let Some(p) = pending_rx.recv().await {
         let n = p.header.number;
+        let ends_range = p.ends_range;
         let block = match assemble(ctx, anchors, p).await {
             Ok(b) => b,
             Err(r) if !r.is_fatal() => match refetched(ctx, anchors, n, r).await? {
@@ -266,7 +301,8 @@ async fn collect(
         batch_txs += block.txs.len();
         batch.push(block);
         let full = batch_txs >= limits.write_batch_txs.get()
-            || batch.len() >= limits.write_batch_blocks.get();
+            || batch.len() >= limits.write_batch_blocks.get()
+            || ends_range;
         if full {
             batch_txs = 0;
             if batch_tx.send(std::mem::take(&mut batch)).await.is_err() {

@@ -55,9 +55,10 @@ pub struct Reconnecting {
     owner_key: i64,
     /// How long a segment lease lasts unrenewed.
     lease_time: Duration,
-    /// The segment this process has leased and not finished, with its
-    /// last block: writes go into it, and a leased backfill's nowhere else.
-    lease: std::sync::Mutex<Option<(Lease, u64)>>,
+    /// The segments this process has leased and not finished, each with
+    /// its last block (one at a time today); a write goes into the one that
+    /// holds its first block, and a leased backfill writes nowhere else.
+    leases: std::sync::Mutex<Vec<(Lease, u64)>>,
     /// The database as it may be logged (see `redact`).
     name: String,
     budget: Duration,
@@ -74,7 +75,7 @@ impl Reconnecting {
             owner: owner_name(),
             owner_key: owner_key(),
             lease_time: Duration::from_secs(30),
-            lease: std::sync::Mutex::new(None),
+            leases: std::sync::Mutex::new(Vec::new()),
             name,
             budget,
             committed: std::sync::Mutex::new(None),
@@ -92,8 +93,20 @@ impl Reconnecting {
         &self.owner
     }
 
-    fn held(&self) -> std::sync::MutexGuard<'_, Option<(Lease, u64)>> {
-        self.lease.lock().unwrap_or_else(|p| p.into_inner())
+    fn leases(&self) -> std::sync::MutexGuard<'_, Vec<(Lease, u64)>> {
+        self.leases.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The held lease whose segment holds block `n`.
+    fn lease_for(&self, n: u64) -> Option<Lease> {
+        self.leases()
+            .iter()
+            .find(|(l, last)| (l.first..=*last).contains(&n))
+            .map(|(l, _)| l.clone())
+    }
+
+    fn forget_lease(&self, first: u64) {
+        self.leases().retain(|(l, _)| l.first != first);
     }
 
     fn committed(&self) -> Option<u64> {
@@ -219,8 +232,7 @@ impl Sink for Reconnecting {
         let (Some(first), Some(last)) = (blocks.first(), blocks.last()) else {
             return Ok(Written::Committed(Default::default()));
         };
-        let held = self.held().clone();
-        let lease = held.as_ref().map(|(l, _)| l.clone());
+        let lease = self.lease_for(first.header.number);
         if lease.is_none() && self.mode == LockMode::Shared {
             // A leased backfill writes only into segments it holds.
             return Ok(Written::LeaseEnded {
@@ -237,11 +249,16 @@ impl Sink for Reconnecting {
             })
             .await?;
         let last = last.header.number;
-        match (&written, held) {
+        // The segment's last block is written: it is done.
+        let segment_done = |l: &Lease| {
+            self.leases()
+                .iter()
+                .any(|(h, end)| h.first == l.first && *end <= last)
+        };
+        match (&written, &lease) {
             (Written::Committed(_), None) => self.set_committed(last),
-            // The segment's last block is written: it is done.
-            (Written::Committed(_), Some((_, end))) if end <= last => *self.held() = None,
-            (Written::LeaseEnded { .. }, Some(_)) => *self.held() = None,
+            (Written::Committed(_), Some(l)) if segment_done(l) => self.forget_lease(l.first),
+            (Written::LeaseEnded { .. }, Some(l)) => self.forget_lease(l.first),
             _ => {}
         }
         Ok(written)
@@ -360,29 +377,35 @@ impl Segments for Reconnecting {
                     .await
             })
             .await?;
-        *self.held() = seg.as_ref().map(|s| {
+        if let Some(s) = &seg {
             let lease = Lease {
                 owner: self.owner.clone(),
                 first: s.first,
             };
-            (lease, s.last)
-        });
+            self.leases().push((lease, s.last));
+        }
         Ok(seg)
     }
 
     async fn release(&self) -> anyhow::Result<()> {
-        let Some((lease, _)) = self.held().take() else {
-            return Ok(());
-        };
-        let what = format!("give segment {} back", lease.first);
+        let held: Vec<u64> = self.leases().iter().map(|(l, _)| l.first).collect();
+        for first in held {
+            self.release_one(first).await?;
+        }
+        Ok(())
+    }
+
+    async fn release_one(&self, first: u64) -> anyhow::Result<()> {
+        self.forget_lease(first);
+        let what = format!("give segment {first} back");
         self.retrying(&what, true, || {
-            self.store.release_segment(lease.first, &self.owner)
+            self.store.release_segment(first, &self.owner)
         })
         .await
     }
 
     async fn renew(&self) -> anyhow::Result<bool> {
-        let held = u64::from(self.held().is_some());
+        let held = self.leases().len() as u64;
         let renewed = self
             .retrying("renew the lease", true, || async {
                 self.hold_owner_key().await?;

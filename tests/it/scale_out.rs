@@ -2,7 +2,8 @@
 //! the same plain command share a range through leased segments (one of
 //! them `kill -9`ed twice mid-segment and started again), a link that
 //! fails across a segment boundary makes that segment be indexed again as
-//! soon as both sides are done, a range grown past a segment cut short at
+//! soon as both sides are done, a segment taken over whose written part
+//! came from another fork is indexed again from its first block, a range grown past a segment cut short at
 //! its end fills it, a range that ends inside an earlier segment splits it
 //! or says who holds it, a database indexed without segments is not
 //! indexed again, and a second `follow` stands by and takes over when the
@@ -302,6 +303,63 @@ async fn a_link_broken_across_a_segment_boundary_is_indexed_again() {
         ]
     );
     indexer::run_ok(anvil.url(), &db, &args);
+    assert_db_equals_chain(&pool, &anvil, 0, head).await;
+    assert_complete(&pool, head).await;
+}
+
+/// A segment taken over mid-way (its process gone) whose written part came
+/// from another fork: the block at its progress does not extend the block
+/// written below it, so the segment is indexed again from its first
+/// block, while the segments after it that the same pipeline had already
+/// leased are given back and indexed after it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reorg_inside_a_segment_indexes_it_again_from_its_first_block() {
+    let anvil = no_mining_anvil().await;
+    let head = chain_of(&anvil, 2, 20).await;
+    let (pool, db) = migrated_db().await;
+    let dir = tempfile::tempdir().unwrap();
+    let config = lease_config(&dir, 5000);
+    let args = backfill_args(&config, head);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    indexer::run_ok(anvil.url(), &db, &args);
+    assert_complete(&pool, head).await;
+
+    // Segment 10 as a process killed mid-way left it, with blocks 10..=14
+    // written from another fork (block 14's hash is not the parent of
+    // block 15); every segment above it not indexed yet.
+    sqlx::query(
+        "UPDATE segments SET state = 'leased', owner = 'gone:1:0', owner_key = NULL,
+                next_block = 15, done_at = NULL, expires_at = now() - interval '1 second'
+         WHERE first_block = 10",
+    )
+    .execute(&pool)
+    .await
+    .unwrap();
+    sqlx::query(
+        "UPDATE segments SET state = 'free', next_block = first_block, done_at = NULL
+         WHERE first_block > 10",
+    )
+    .execute(&pool)
+    .await
+    .unwrap();
+    sqlx::query("UPDATE blocks SET hash = '\\x0101' WHERE number = 14")
+        .execute(&pool)
+        .await
+        .unwrap();
+
+    let mut cmd = indexer::command(anvil.url(), &db, &args);
+    cmd.env("RUST_LOG", "info,sqlx=warn");
+    let out = indexer::finish(cmd, &args);
+    let log = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{log}");
+    assert!(
+        log.contains("took over a segment whose lease expired or whose process is gone first=10 last=19 next=15"),
+        "{log}"
+    );
+    assert!(
+        log.contains("block 15 does not extend block 14 (a reorg while the segment was indexed); indexing the segment again from its first block"),
+        "{log}"
+    );
     assert_db_equals_chain(&pool, &anvil, 0, head).await;
     assert_complete(&pool, head).await;
 }
