@@ -116,24 +116,20 @@ async fn big_tables_are_partitioned_by_block_range() {
     // Deferred lookup indexes are built partition by partition, each
     // attached to the table's index, which is then valid.
     store.drop_lookup_indexes().await.unwrap();
-    // Five lookup indexes and the keys of three tables.
-    assert_eq!(store.missing_lookup_indexes().await.unwrap().len(), 8);
+    assert_eq!(store.missing_lookup_indexes().await.unwrap().len(), 5);
     store.build_lookup_indexes().await.unwrap();
     assert!(store.missing_lookup_indexes().await.unwrap().is_empty());
-    for (index, tag) in [
-        ("transactions_sender_idx", "_sender_idx"),
-        ("transactions_pkey", "_pkey"),
-    ] {
-        let attached: Vec<String> = sqlx::query_scalar(
-            "SELECT c.relname::text FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
-             WHERE i.inhparent = $1::regclass ORDER BY 1",
-        )
-        .bind(index)
-        .fetch_all(&pool)
-        .await
-        .unwrap();
-        assert_eq!(attached, vec![format!("{p0}{tag}"), format!("{p1}{tag}")]);
-    }
+    let attached: Vec<String> = sqlx::query_scalar(
+        "SELECT c.relname::text FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
+         WHERE i.inhparent = 'transactions_sender_idx'::regclass ORDER BY 1",
+    )
+    .fetch_all(&pool)
+    .await
+    .unwrap();
+    assert_eq!(
+        attached,
+        vec![format!("{p0}_sender_idx"), format!("{p1}_sender_idx")]
+    );
 
     store.rollback_to(b - 1, None).await.unwrap();
     assert_eq!(per_partition().await, vec![(p0, 10)]);
