@@ -144,16 +144,13 @@ async fn run(
                         "block {at}: reported as a reorg outside every segment this process leased"
                     );
                 };
-                let n = redos.entry(first).or_default();
-                *n += 1;
-                if *n > MAX_REDOS {
-                    bail!(
+                count_redo(ctx, &mut redos, first, || {
+                    format!(
                         "block {at}: does not extend block {} of the same segment ({first}..={last}) after indexing it {MAX_REDOS} times; the node serves a chain that does not hold together",
                         at - 1
-                    );
-                }
+                    )
+                })?;
                 tracing::warn!(target: "indexer::backfill", first, "block {at} does not extend block {} (a reorg while the segment was indexed); indexing the segment again from its first block", at - 1);
-                ctx.metrics.reorgs.inc();
                 for &(later, _) in given.iter().filter(|(f, _)| *f > first) {
                     segments.release_one(later).await?;
                 }
@@ -236,6 +233,23 @@ impl<'a> Feed<'a> {
     }
 }
 
+/// Counts one more indexing of segment `first` (a reorg, in it or across
+/// its lower edge): past [`MAX_REDOS`], the run stops with `give_up`.
+fn count_redo(
+    ctx: &Ctx,
+    redos: &mut HashMap<u64, u32>,
+    first: u64,
+    give_up: impl FnOnce() -> String,
+) -> anyhow::Result<()> {
+    let n = redos.entry(first).or_default();
+    *n += 1;
+    if *n > MAX_REDOS {
+        bail!("{}", give_up());
+    }
+    ctx.metrics.reorgs.inc();
+    Ok(())
+}
+
 /// Frees, to be indexed again, each done segment whose first block does not
 /// extend the last block of the done segment below it; counts redos per
 /// segment in `redos` and stops the run past [`MAX_REDOS`]. Returns how many
@@ -249,16 +263,13 @@ async fn redo_broken_links(
 ) -> anyhow::Result<usize> {
     let broken = segments.broken_links(from, to).await?;
     for &first in &broken {
-        let n = redos.entry(first).or_default();
-        *n += 1;
-        if *n > MAX_REDOS {
-            bail!(
+        count_redo(ctx, redos, first, || {
+            format!(
                 "block {first}: its parent hash is not the hash of block {} after indexing segment {first} {MAX_REDOS} times; the node serves a chain that does not hold together",
                 first - 1
-            );
-        }
+            )
+        })?;
         tracing::warn!(target: "indexer::backfill", first, "block {first} does not extend block {} of the segment below; indexing its segment again", first - 1);
-        ctx.metrics.reorgs.inc();
         segments.redo(first).await?;
     }
     Ok(broken.len())

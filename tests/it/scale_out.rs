@@ -20,7 +20,7 @@ use sqlx::PgPool;
 
 use crate::follow::{migrated_db, no_mining_anvil, reorg_with_txs};
 use crate::providers::chain_of;
-use crate::support::anvil::mine_empty;
+use crate::support::anvil::{Anvil, mine_empty};
 use crate::support::compare::{assert_db_equals_chain, wait_db_equals_head};
 use crate::support::indexer::{self, Running};
 use crate::support::proxy::slow_proxy;
@@ -198,8 +198,10 @@ async fn three_plain_backfills_share_a_range_one_killed_twice_mid_segment() {
     assert!(!log.contains("leased a segment"), "{log}");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_link_broken_across_a_segment_boundary_is_indexed_again() {
+/// A 20-block chain (two transactions a block) indexed whole by one plain
+/// backfill in segments of [`SEGMENT`] blocks, with a 5 s lease: the node,
+/// its head, the database and the directory of the config.
+async fn indexed_in_segments() -> (Anvil, u64, PgPool, String, tempfile::TempDir) {
     let anvil = no_mining_anvil().await;
     let head = chain_of(&anvil, 2, 20).await;
     let (pool, db) = migrated_db().await;
@@ -209,6 +211,13 @@ async fn a_link_broken_across_a_segment_boundary_is_indexed_again() {
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     indexer::run_ok(anvil.url(), &db, &args);
     assert_complete(&pool, head).await;
+    (anvil, head, pool, db, dir)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_link_broken_across_a_segment_boundary_is_indexed_again() {
+    let (anvil, _, pool, db, dir) = indexed_in_segments().await;
+    let config = lease_config(&dir, 5000);
 
     // As if the segment starting at 20 had come from another fork: its
     // first block no longer extends block 19. The range then grows by
@@ -314,15 +323,10 @@ async fn a_link_broken_across_a_segment_boundary_is_indexed_again() {
 /// leased are given back and indexed after it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_reorg_inside_a_segment_indexes_it_again_from_its_first_block() {
-    let anvil = no_mining_anvil().await;
-    let head = chain_of(&anvil, 2, 20).await;
-    let (pool, db) = migrated_db().await;
-    let dir = tempfile::tempdir().unwrap();
+    let (anvil, head, pool, db, dir) = indexed_in_segments().await;
     let config = lease_config(&dir, 5000);
     let args = backfill_args(&config, head);
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    indexer::run_ok(anvil.url(), &db, &args);
-    assert_complete(&pool, head).await;
 
     // Segment 10 as a process killed mid-way left it, with blocks 10..=14
     // written from another fork (block 14's hash is not the parent of
