@@ -14,7 +14,7 @@ use std::sync::Arc;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
-use super::batch::Resp;
+use super::batch::{ErrorObj, Resp};
 use super::retry::Failure;
 use crate::decode::{B256, RawReceipts, hex0x};
 
@@ -41,49 +41,79 @@ pub(crate) fn request_body(method: &str, params: &[B256]) -> String {
     out
 }
 
+/// One answer of an `eth_getBlockReceipts` batch, its result read as the
+/// list of raw receipts in the same pass over the body (`null` and absent
+/// alike `None`).
+#[derive(Deserialize)]
+struct ListResp<'a> {
+    #[serde(default)]
+    id: Option<u64>,
+    #[serde(default, borrow)]
+    result: Option<Vec<&'a RawValue>>,
+    #[serde(default)]
+    error: Option<ErrorObj>,
+}
+
 /// The answers to a batch of `calls` calls, by id, each a result's raw
 /// text (`None` for `null`), borrowing from `body`.
 fn results(body: &str, calls: usize) -> Result<Vec<Option<&RawValue>>, Failure> {
     let resps: Vec<Resp> = match serde_json::from_str(body) {
         Ok(r) => r,
-        Err(_) => {
-            // A whole-batch error object ("method not found" for every call
-            // of a provider without the method, or "batch too large").
-            if let Ok(Resp { error: Some(e), .. }) = serde_json::from_str::<Resp>(body) {
-                return Err(Failure::Rpc {
-                    code: e.code,
-                    message: e.message,
-                });
-            }
-            let shown: String = body.chars().take(200).collect();
-            return Err(Failure::Undecodable(format!("receipts answer: {shown}")));
-        }
+        Err(_) => return Err(not_a_batch(body)),
     };
+    by_id(
+        resps.into_iter().map(|r| {
+            let result = r.result.filter(|v| v.get() != "null");
+            (r.id, result, r.error)
+        }),
+        calls,
+    )
+}
+
+/// Why `body` is not a list of answers: a whole-batch error object
+/// ("method not found" for every call of a provider without the method,
+/// or "batch too large"), or not JSON-RPC at all.
+fn not_a_batch(body: &str) -> Failure {
+    if let Ok(Resp { error: Some(e), .. }) = serde_json::from_str::<Resp>(body) {
+        return Failure::Rpc {
+            code: e.code,
+            message: e.message,
+        };
+    }
+    let shown: String = body.chars().take(200).collect();
+    Failure::Undecodable(format!("receipts answer: {shown}"))
+}
+
+/// Answers `(id, result, error)` put in the order of their ids, 0 to
+/// `calls - 1`: each id once, no error.
+fn by_id<T>(
+    resps: impl ExactSizeIterator<Item = (Option<u64>, Option<T>, Option<ErrorObj>)>,
+    calls: usize,
+) -> Result<Vec<Option<T>>, Failure> {
     if resps.len() != calls {
         return Err(Failure::BadBatch(format!(
             "invalid response: {} answers for {calls} receipt calls",
             resps.len()
         )));
     }
-    let mut out: Vec<Option<Option<&RawValue>>> = vec![None; calls];
-    for r in resps {
-        if let Some(e) = r.error {
+    let mut out: Vec<Option<Option<T>>> = (0..calls).map(|_| None).collect();
+    for (id, result, error) in resps {
+        if let Some(e) = error {
             return Err(Failure::Rpc {
                 code: e.code,
                 message: e.message,
             });
         }
-        let slot =
-            r.id.and_then(|id| usize::try_from(id).ok())
-                .and_then(|id| out.get_mut(id))
-                .filter(|s| s.is_none());
+        let slot = id
+            .and_then(|id| usize::try_from(id).ok())
+            .and_then(|id| out.get_mut(id))
+            .filter(|s| s.is_none());
         let Some(slot) = slot else {
             return Err(Failure::BadBatch(format!(
-                "invalid response: unexpected or repeated id {:?}",
-                r.id
+                "invalid response: unexpected or repeated id {id:?}"
             )));
         };
-        *slot = Some(r.result.filter(|v| v.get() != "null"));
+        *slot = Some(result);
     }
     Ok(out.into_iter().flatten().collect())
 }
@@ -110,15 +140,23 @@ pub(crate) fn parse_block_receipts(
 ) -> Result<Vec<RawReceipts>, Failure> {
     let body = utf8(body)?;
     let text = body.as_str();
+    // One pass: each result read as its list of receipts. A body that is
+    // not such a batch is read again the general way, for what it says.
+    let lists: Vec<Option<Vec<&RawValue>>> = match serde_json::from_str::<Vec<ListResp>>(text) {
+        Ok(resps) => by_id(resps.into_iter().map(|r| (r.id, r.result, r.error)), blocks)?,
+        Err(_) => results(text, blocks)?
+            .into_iter()
+            .map(|r| r.map(|raw| serde_json::from_str(raw.get())).transpose())
+            .collect::<Result<_, _>>()
+            .map_err(|e| Failure::Malformed(format!("receipts: expected a list: {e}")))?,
+    };
     let mut out = Vec::with_capacity(blocks);
-    for (i, result) in results(text, blocks)?.into_iter().enumerate() {
-        let Some(result) = result else {
+    for (i, list) in lists.into_iter().enumerate() {
+        let Some(list) = list else {
             return Err(Failure::Missing(format!(
                 "no receipts for the block fetched (call {i}): the node has not got it"
             )));
         };
-        let list: Vec<&RawValue> = serde_json::from_str(result.get())
-            .map_err(|e| Failure::Malformed(format!("receipts: expected a list: {e}")))?;
         out.push(RawReceipts {
             text: Arc::clone(&body),
             ranges: list.iter().map(|r| range_of(text, r)).collect(),
@@ -215,6 +253,31 @@ mod tests {
             parse_block_receipts(null.to_vec(), 1),
             Err(Failure::Missing(_))
         ));
+    }
+
+    #[test]
+    fn answers_that_are_not_lists_of_receipts_are_named() {
+        let not_a_list = br#"[{"id":0,"result":[]},{"id":1,"result":{"a":1}}]"#;
+        let f = parse_block_receipts(not_a_list.to_vec(), 2).unwrap_err();
+        assert!(
+            matches!(&f, Failure::Malformed(m) if m.contains("expected a list")),
+            "{f}"
+        );
+        let short = br#"[{"id":0,"result":[]}]"#;
+        let f = parse_block_receipts(short.to_vec(), 2).unwrap_err();
+        assert!(
+            matches!(&f, Failure::BadBatch(m) if m.contains("1 answers for 2")),
+            "{f}"
+        );
+        let repeated = br#"[{"id":0,"result":[]},{"id":0,"result":[]}]"#;
+        let f = parse_block_receipts(repeated.to_vec(), 2).unwrap_err();
+        assert!(
+            matches!(&f, Failure::BadBatch(m) if m.contains("repeated id")),
+            "{f}"
+        );
+        let error = br#"[{"id":0,"result":[]},{"id":1,"error":{"code":-32000,"message":"busy"}}]"#;
+        let f = parse_block_receipts(error.to_vec(), 2).unwrap_err();
+        assert!(matches!(&f, Failure::Rpc { code: -32000, .. }), "{f}");
     }
 
     #[test]
