@@ -155,6 +155,9 @@ pub struct IndexSettings {
     pub strict: bool,
     /// 0 never defers the lookup indexes.
     pub defer_indexes_min_blocks: u64,
+    /// Optional lookup indexes to build and keep, by name.
+    #[serde(deserialize_with = "optional_indexes")]
+    pub optional_indexes: Vec<String>,
     /// How `backfill` cuts its range into leased segments, so that every
     /// backfill process on the database shares it.
     #[serde(deserialize_with = "segment_blocks")]
@@ -343,6 +346,19 @@ fn segment_blocks<'de, D: Deserializer<'de>>(d: D) -> Result<SegmentBlocks, D::E
         }
         NumberOrWord::Word(w) => w.parse().map_err(serde::de::Error::custom),
     }
+}
+
+/// Names of optional lookup indexes, each one the store describes.
+fn optional_indexes<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {
+    let names = Vec::<String>::deserialize(d)?;
+    let known = || crate::store::optional_indexes();
+    if let Some(name) = names.iter().find(|n| !known().any(|k| k == n.as_str())) {
+        return Err(serde::de::Error::custom(format!(
+            "{name} is not an optional index; the optional ones are: {}",
+            known().collect::<Vec<_>>().join(", ")
+        )));
+    }
+    Ok(names)
 }
 
 /// Milliseconds, as the file writes durations.

@@ -121,7 +121,12 @@ where
             other => other?,
         },
     };
-    let store = database.store.clone().with_events(&settings.events).await?;
+    let store = database
+        .store
+        .clone()
+        .with_events(&settings.events)
+        .await?
+        .with_optional_indexes(&settings.index.optional_indexes)?;
     let sink = Arc::new(
         Reconnecting::new(
             store.clone(),

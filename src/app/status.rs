@@ -117,7 +117,11 @@ pub async fn report(settings: &Settings, store: &Store) -> anyhow::Result<String
             )?,
         }
     }
-    let missing = store.missing_lookup_indexes().await?;
+    let missing = store
+        .clone()
+        .with_optional_indexes(&settings.index.optional_indexes)?
+        .missing_lookup_indexes()
+        .await?;
     if missing.is_empty() {
         writeln!(out, "lookup indexes: ok")?;
     } else {

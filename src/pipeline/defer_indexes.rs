@@ -1,4 +1,5 @@
-//! When the lookup indexes (sender, hash, authority) are kept up to date
+//! When the lookup indexes (sender, hash, authority, logs by contract, and
+//! the optional ones the settings name) are kept up to date
 //! row by row, and when they are dropped for a bulk load and built once at
 //! its end: the decision only; the sink runs the statements.
 //!
@@ -20,8 +21,11 @@ pub fn should_defer(new: u64, stored: u64, min_blocks: u64) -> bool {
 
 /// The state of the lookup indexes during one run.
 pub struct LookupIndexes {
-    /// Dropped (by this run or an interrupted earlier one) and not rebuilt.
+    /// Some are missing (dropped by this run or an interrupted earlier
+    /// one, or named by `index.optional_indexes` and not built yet).
     deferred: bool,
+    /// This run dropped them all for a bulk load and has not built them.
+    dropped: bool,
 }
 
 impl LookupIndexes {
@@ -29,10 +33,11 @@ impl LookupIndexes {
     pub async fn open(ctx: &Ctx) -> anyhow::Result<Self> {
         let missing = ctx.sink.missing_lookup_indexes().await?;
         if !missing.is_empty() {
-            tracing::info!(target: "indexer", missing = %missing.join(", "), "lookup indexes are missing (an earlier bulk load did not finish); they are built once this run stops loading in bulk");
+            tracing::info!(target: "indexer", missing = %missing.join(", "), "lookup indexes are missing (an earlier bulk load did not finish, or index.optional_indexes names one not built yet); they are built once this run stops loading in bulk");
         }
         Ok(LookupIndexes {
             deferred: !missing.is_empty(),
+            dropped: false,
         })
     }
 
@@ -69,14 +74,15 @@ impl LookupIndexes {
             new = blocks - within;
             should_defer(new, stored, min)
         };
-        match (defer, self.deferred) {
-            (true, false) => {
-                tracing::info!(target: "indexer", new_blocks = new, "bulk load: dropping the lookup indexes (sender, hash, authority) until the range is indexed; one sorted build at the end is cheaper than keeping them current");
-                ctx.sink.drop_lookup_indexes().await?;
-                self.deferred = true;
-            }
-            (false, true) if may_build => self.finish(ctx).await?,
-            _ => {}
+        // A bulk load drops every one, also those still there when others
+        // are missing: all are built once, at its end.
+        if defer && !self.dropped {
+            tracing::info!(target: "indexer", new_blocks = new, "bulk load: dropping the lookup indexes until the range is indexed; one sorted build at the end is cheaper than keeping them current");
+            ctx.sink.drop_lookup_indexes().await?;
+            self.deferred = true;
+            self.dropped = true;
+        } else if !defer && self.deferred && may_build {
+            self.finish(ctx).await?;
         }
         Ok(())
     }
@@ -85,11 +91,12 @@ impl LookupIndexes {
     /// including one stopped by a signal.
     pub async fn finish(&mut self, ctx: &Ctx) -> anyhow::Result<()> {
         if self.deferred {
-            tracing::info!(target: "indexer", "building the lookup indexes (sender, hash, authority)");
+            tracing::info!(target: "indexer", "building the lookup indexes");
             let started = std::time::Instant::now();
             ctx.sink.build_lookup_indexes().await?;
             tracing::info!(target: "indexer", secs = format!("{:.1}", started.elapsed().as_secs_f64()), "lookup indexes built");
             self.deferred = false;
+            self.dropped = false;
         }
         Ok(())
     }

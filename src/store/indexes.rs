@@ -1,26 +1,21 @@
-//! The lookup indexes: `transactions.sender`, `transactions.hash` and
-//! `authorizations.authority`, what users query by. Keeping them current
-//! row by row is the costliest part of a bulk load (random inserts into
-//! three B-trees: about half of PostgreSQL's CPU in `cargo bench --bench
-//! backfill`), while one sorted `CREATE INDEX` after the load costs a
-//! fraction of that, so a large backfill may drop them and build them at
-//! its end. This module only runs the statements; `pipeline` decides when.
+//! The lookup indexes: `transactions.sender`, `transactions.hash`,
+//! `authorizations.authority` and `logs (address, topic0)`, what users
+//! query by, and the optional ones a setting adds (`index.optional_indexes`:
+//! `logs.topic0`). Keeping them current row by row is the costliest part
+//! of a bulk load for PostgreSQL (random inserts into B-trees: most of its
+//! CPU in `cargo bench --bench backfill`), while one sorted `CREATE INDEX`
+//! after the load costs a fraction of that, so a large backfill may drop
+//! them and build them at its end. This module only runs the statements;
+//! `pipeline` decides when.
 //!
 //! The indexes themselves are described with their tables (`tables`); the
-//! definitions built from them equal the initial migration's (same names,
-//! same columns), so a build after a drop restores the migrated schema.
+//! definitions built from them equal the migrations' (same names, same
+//! columns), so a build after a drop restores the migrated schema.
 
 use std::time::Instant;
 
 use super::tables::{LookupIndex, TABLES, Table};
 use super::{Result, Store};
-
-/// Every lookup index, with its table, in [`TABLES`] order.
-fn lookup_indexes() -> impl Iterator<Item = (&'static Table, &'static LookupIndex)> {
-    TABLES
-        .iter()
-        .flat_map(|t| t.lookup_indexes.iter().map(move |i| (*t, i)))
-}
 
 /// Sort memory for one index build; PostgreSQL's default (64 MB) spills a
 /// build over tens of millions of rows to disk in many runs.
@@ -31,6 +26,15 @@ const BUILD_SORT_MEMORY: &str = "SET LOCAL maintenance_work_mem = '256MB'";
 const BUILD_LOCK_KEY: i64 = 0x5e4d_e21d_e7e4;
 
 impl Store {
+    /// Every lookup index this store keeps, with its table, in [`TABLES`]
+    /// order: the optional ones only when the setting names them.
+    fn lookup_indexes(&self) -> impl Iterator<Item = (&'static Table, &'static LookupIndex)> + '_ {
+        TABLES
+            .iter()
+            .flat_map(|t| t.lookup_indexes.iter().map(move |i| (*t, i)))
+            .filter(|(_, i)| !i.optional || self.optional_indexes.contains(&i.name))
+    }
+
     /// The lookup indexes that do not exist (dropped by a bulk load that
     /// did not reach its end), in [`TABLES`] order.
     pub async fn missing_lookup_indexes(&self) -> Result<Vec<&'static str>> {
@@ -39,10 +43,15 @@ impl Store {
              WHERE c.relnamespace = current_schema()::regnamespace AND i.indisvalid
                AND c.relname = ANY($1)",
         )
-        .bind(lookup_indexes().map(|(_, i)| i.name).collect::<Vec<_>>())
+        .bind(
+            self.lookup_indexes()
+                .map(|(_, i)| i.name)
+                .collect::<Vec<_>>(),
+        )
         .fetch_all(self.pool())
         .await?;
-        Ok(lookup_indexes()
+        Ok(self
+            .lookup_indexes()
             .map(|(_, i)| i.name)
             .filter(|name| !present.iter().any(|p| p == name))
             .collect())
@@ -51,7 +60,7 @@ impl Store {
     /// Drops every lookup index (those already missing are fine).
     pub async fn drop_lookup_indexes(&self) -> Result<()> {
         let mut tx = self.pool().begin().await?;
-        for (_, index) in lookup_indexes() {
+        for (_, index) in self.lookup_indexes() {
             let name = index.name;
             sqlx::query(sqlx::AssertSqlSafe(format!("DROP INDEX IF EXISTS {name}")))
                 .execute(&mut *tx)
@@ -85,7 +94,10 @@ impl Store {
 
     async fn build_missing(&self) -> Result<Vec<&'static str>> {
         let missing = self.missing_lookup_indexes().await?;
-        for (table, index) in lookup_indexes().filter(|(_, i)| missing.contains(&i.name)) {
+        for (table, index) in self
+            .lookup_indexes()
+            .filter(|(_, i)| missing.contains(&i.name))
+        {
             let name = index.name;
             let started = Instant::now();
             if self.is_partitioned(table.name) {

@@ -36,7 +36,7 @@ pub use partitions::{PARTITION_BLOCKS, partition_name};
 pub use reconnect::Reconnecting;
 pub use schema::SchemaName;
 pub use segments::{Lease, SegmentRow};
-pub use tables::{LookupIndex, Rows, TABLES, Table};
+pub use tables::{LookupIndex, Rows, TABLES, Table, optional_indexes};
 
 /// The schema, embedded from `migrations/` and applied at start.
 pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!();
@@ -59,6 +59,10 @@ pub enum StoreError {
     },
     #[error("{0}")]
     Events(String),
+    #[error(
+        "setting index.optional_indexes: {name} is not an optional index\n\nhint: the optional ones are: {known}"
+    )]
+    UnknownIndex { name: String, known: String },
     /// A block reached the store without what checking it adds: a bug in
     /// the pipeline, never written half.
     #[error("block {number}: {what} missing; it was not checked before being stored")]
@@ -221,6 +225,8 @@ pub struct Store {
     tables: std::sync::Arc<Vec<&'static Table>>,
     /// Those of them partitioned by block range.
     partitions: partitions::Partitions,
+    /// The optional lookup indexes kept ([`Store::with_optional_indexes`]).
+    optional_indexes: std::sync::Arc<Vec<&'static str>>,
 }
 
 impl Store {
@@ -291,6 +297,7 @@ impl Store {
             pool,
             tables: std::sync::Arc::new(TABLES.to_vec()),
             partitions: Default::default(),
+            optional_indexes: Default::default(),
         };
         if migrate {
             store.partitions = store.detect_partitions().await?;
@@ -318,6 +325,25 @@ impl Store {
         tables.extend(described);
         self.tables = std::sync::Arc::new(tables);
         self.partitions = self.detect_partitions().await?;
+        Ok(self)
+    }
+
+    /// Keeps the optional lookup indexes `names` (`index.optional_indexes`):
+    /// built when missing, dropped and built again around a bulk load like
+    /// the others. A name that is no optional index is an error naming the
+    /// setting and those there are.
+    pub fn with_optional_indexes(mut self, names: &[String]) -> Result<Store> {
+        let mut kept = Vec::with_capacity(names.len());
+        for name in names {
+            let Some(known) = optional_indexes().find(|o| o == name) else {
+                return Err(StoreError::UnknownIndex {
+                    name: name.clone(),
+                    known: optional_indexes().collect::<Vec<_>>().join(", "),
+                });
+            };
+            kept.push(known);
+        }
+        self.optional_indexes = std::sync::Arc::new(kept);
         Ok(self)
     }
 

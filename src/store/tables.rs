@@ -26,7 +26,8 @@ pub struct Table {
     /// Columns in the order [`Table::encode`] writes them.
     pub columns: &'static [&'static str],
     /// Indexes users query by, which a bulk load drops and builds at its
-    /// end (see `indexes`). The primary key is never among them.
+    /// end (see `indexes`); an optional one only where the setting names
+    /// it. The primary key is never among them.
     pub lookup_indexes: &'static [LookupIndex],
     /// How one block's rows are made.
     pub rows: Rows,
@@ -45,10 +46,23 @@ pub struct LookupIndex {
     pub name: &'static str,
     /// The indexed columns, as written in `CREATE INDEX … (columns)`.
     pub columns: &'static str,
+    /// Built only when `index.optional_indexes` names it (no migration
+    /// creates it): an index some users query by and most pay for.
+    pub optional: bool,
 }
 
 /// Every table the pipeline fills, in the order a write fills them.
 pub static TABLES: [&Table; 4] = [&BLOCKS, &TRANSACTIONS, &AUTHORIZATIONS, &LOGS];
+
+/// The optional lookup indexes (built only where `index.optional_indexes`
+/// names them), by name.
+pub fn optional_indexes() -> impl Iterator<Item = &'static str> {
+    TABLES
+        .iter()
+        .flat_map(|t| t.lookup_indexes)
+        .filter(|i| i.optional)
+        .map(|i| i.name)
+}
 
 impl Table {
     /// Appends one block's rows (none is fine).
@@ -141,10 +155,12 @@ pub static TRANSACTIONS: Table = Table {
         LookupIndex {
             name: "transactions_sender_idx",
             columns: "sender",
+            optional: false,
         },
         LookupIndex {
             name: "transactions_hash_idx",
             columns: "hash",
+            optional: false,
         },
     ],
     rows: Rows::Fixed(|block, t| {
@@ -238,10 +254,12 @@ pub static LOGS: Table = Table {
         LookupIndex {
             name: "logs_address_topic0_idx",
             columns: "address, topic0",
+            optional: false,
         },
         LookupIndex {
             name: "logs_topic0_idx",
             columns: "topic0",
+            optional: true,
         },
     ],
     rows: Rows::Fixed(|block, l| {
@@ -287,6 +305,7 @@ pub static AUTHORIZATIONS: Table = Table {
     lookup_indexes: &[LookupIndex {
         name: "authorizations_authority_idx",
         columns: "authority",
+        optional: false,
     }],
     rows: Rows::Fixed(|block, a| {
         let number = block_number(block)?;
@@ -370,6 +389,7 @@ mod tests {
             LOGS.copy_statement(),
             "COPY logs (block_number, log_index, tx_index, address, topic0, topic1, topic2, topic3, data) FROM STDIN (FORMAT binary)"
         );
+        assert_eq!(optional_indexes().collect::<Vec<_>>(), ["logs_topic0_idx"]);
         assert_eq!(
             AUTHORIZATIONS.lookup_indexes[0].create_statement(&AUTHORIZATIONS),
             "CREATE INDEX IF NOT EXISTS authorizations_authority_idx ON authorizations (authority)"

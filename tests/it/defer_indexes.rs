@@ -1,4 +1,5 @@
-//! Bulk loads without the lookup indexes (sender, hash, authority): a large
+//! Bulk loads without the lookup indexes (sender, hash, authority, logs by
+//! contract, and the optional ones a setting names): a large
 //! backfill drops them and builds them at its end, a small load into a
 //! larger table keeps them current, and a load killed half-way leaves them
 //! missing until the next run builds them. Real mainnet blocks, the real
@@ -185,6 +186,100 @@ async fn a_bulk_backfill_drops_the_lookup_indexes_and_builds_them_at_its_end() {
     assert!(!log.contains(DROPPED), "{log}");
     assert_eq!(lookup_indexes(&deferred).await, built);
     assert_eq!(digest(&deferred).await, rows);
+}
+
+/// Whether a valid index of that name exists.
+async fn has_index(pool: &PgPool, name: &str) -> bool {
+    sqlx::query_scalar(
+        "SELECT EXISTS (SELECT 1 FROM pg_class c JOIN pg_index i ON i.indexrelid = c.oid
+                        WHERE i.indisvalid AND c.relname = $1)",
+    )
+    .bind(name)
+    .fetch_one(pool)
+    .await
+    .unwrap()
+}
+
+/// `logs.topic0` alone is indexed only where `index.optional_indexes`
+/// names it: then a bulk load drops and builds it with the others, and
+/// `status` counts it. A name that is no optional index is refused as the
+/// settings load, naming the setting, its file and the names there are.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_optional_index_is_built_only_where_the_setting_names_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = RpcServer::start(fixtures::recent_mainnet()).await.unwrap();
+    let named = |file: &str, names: &str| {
+        let path = dir.path().join(file);
+        std::fs::write(
+            &path,
+            format!("[index]\ndefer_indexes_min_blocks = 5\noptional_indexes = [{names}]\n"),
+        )
+        .unwrap();
+        path
+    };
+
+    let (plain, plain_url) = pg::fresh_db().await;
+    backfill(&server, &plain_url, &config(&dir, 5), FIRST, LAST);
+    assert!(has_index(&plain, "logs_address_topic0_idx").await);
+    assert!(
+        !has_index(&plain, "logs_topic0_idx").await,
+        "not by default"
+    );
+
+    let (kept, kept_url) = pg::fresh_db().await;
+    let cfg = named("topic0.toml", r#""logs_topic0_idx""#);
+    let log = backfill(&server, &kept_url, &cfg, FIRST, LAST);
+    assert!(log.contains(DROPPED) && log.contains(BUILT), "{log}");
+    assert!(has_index(&kept, "logs_topic0_idx").await);
+    let cfg_arg = cfg.to_str().unwrap();
+    let status = indexer::run_ok(&server.url(), &kept_url, &["--config", cfg_arg, "status"]);
+    let status = String::from_utf8_lossy(&status.stdout);
+    assert!(status.contains("lookup indexes: ok"), "{status}");
+    // Dropped by hand: `status` under the same setting names it missing.
+    sqlx::query("DROP INDEX logs_topic0_idx")
+        .execute(&kept)
+        .await
+        .unwrap();
+    let status = indexer::run_ok(&server.url(), &kept_url, &["--config", cfg_arg, "status"]);
+    let status = String::from_utf8_lossy(&status.stdout);
+    assert!(
+        status.contains("lookup indexes: missing logs_topic0_idx"),
+        "{status}"
+    );
+
+    let (bad, bad_url) = pg::fresh_db().await;
+    let cfg = named("typo.toml", r#""logs_topic1_idx""#);
+    let (from, to) = (FIRST.to_string(), LAST.to_string());
+    let args = [
+        "--config",
+        cfg.to_str().unwrap(),
+        "backfill",
+        "--verify",
+        "off",
+        "--from",
+        &from,
+        "--to",
+        &to,
+    ];
+    let out = indexer::finish(indexer::command(&server.url(), &bad_url, &args), &args);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("setting index.optional_indexes")
+            && stderr.contains("typo.toml")
+            && stderr.contains("logs_topic1_idx is not an optional index")
+            && stderr.contains("the optional ones are: logs_topic0_idx"),
+        "{stderr}"
+    );
+    let tables: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM pg_tables WHERE tablename = 'blocks'")
+            .fetch_one(&bad)
+            .await
+            .unwrap();
+    assert_eq!(
+        tables, 0,
+        "refused as the settings load, before the database is touched"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
