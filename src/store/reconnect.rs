@@ -372,8 +372,18 @@ impl Segments for Reconnecting {
         let seg = self
             .retrying("lease a segment", true, || async {
                 self.hold_owner_key().await?;
+                // A segment leased by an attempt whose answer was lost is
+                // ours but not among these: this attempt takes it.
+                let held: Vec<u64> = self.leases().iter().map(|(l, _)| l.first).collect();
                 self.store
-                    .lease_segment(from, to, &self.owner, self.owner_key, self.lease_time)
+                    .lease_segment(
+                        from,
+                        to,
+                        &self.owner,
+                        self.owner_key,
+                        self.lease_time,
+                        &held,
+                    )
                     .await
             })
             .await?;

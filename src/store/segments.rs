@@ -352,7 +352,10 @@ impl Store {
     /// Leases the lowest segment inside `from..=to` that is free, whose
     /// lease expired, or whose owner is gone (the advisory lock its
     /// `owner_key` names is held by no session: the process died and its
-    /// connection closed), to `owner`, who holds `owner_key`.
+    /// connection closed), or that is `owner`'s own but not among `held`
+    /// (leased by a call whose answer was lost with its connection: no one
+    /// else would take it over, as `owner` renews and its key lives), to
+    /// `owner`, who holds `owner_key`.
     pub async fn lease_segment(
         &self,
         from: u64,
@@ -360,7 +363,9 @@ impl Store {
         owner: &str,
         owner_key: i64,
         lease: Duration,
+        held: &[u64],
     ) -> Result<Option<Segment>> {
+        let held: Vec<i64> = held.iter().map(|&f| f as i64).collect();
         let row = sqlx::query(
             "WITH pick AS (
                  SELECT first_block, CASE WHEN state = 'leased' THEN owner END AS was
@@ -368,7 +373,8 @@ impl Store {
                  WHERE first_block >= $1 AND last_block <= $2
                    AND (state = 'free'
                         OR (state = 'leased'
-                            AND (expires_at < now()
+                            AND ((owner = $3 AND NOT first_block = ANY($6))
+                                 OR expires_at < now()
                                  OR (owner_key IS NOT NULL AND NOT EXISTS (
                                      SELECT 1 FROM pg_locks l
                                      WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1
@@ -389,6 +395,7 @@ impl Store {
         .bind(owner)
         .bind(lease.as_millis() as f64)
         .bind(owner_key)
+        .bind(&held)
         .fetch_optional(&self.pool)
         .await?;
         Ok(row.map(|r| Segment {

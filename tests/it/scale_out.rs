@@ -2,7 +2,8 @@
 //! the same plain command share a range through leased segments (one of
 //! them `kill -9`ed twice mid-segment and started again), a link that
 //! fails across a segment boundary makes that segment be indexed again as
-//! soon as both sides are done, a segment taken over whose written part
+//! soon as both sides are done, a lease whose answer was lost is taken
+//! again by its owner, a segment taken over whose written part
 //! came from another fork is indexed again from its first block, a range grown past a segment cut short at
 //! its end fills it, a range that ends inside an earlier segment splits it
 //! or says who holds it, a database indexed without segments is not
@@ -366,6 +367,48 @@ async fn a_reorg_inside_a_segment_indexes_it_again_from_its_first_block() {
     );
     assert_db_equals_chain(&pool, &anvil, 0, head).await;
     assert_complete(&pool, head).await;
+}
+
+/// A lease whose answer was lost with its connection (PostgreSQL
+/// restarted between the commit and the reply) is taken again by the
+/// same process's next lease: nobody else would, as the process renews
+/// its leases and its key lives, and the run would wait for it forever.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lease_whose_answer_was_lost_is_taken_again_by_its_owner() {
+    let (pool, db) = migrated_db().await;
+    let store = sender_indexer::store::Store::connect(db.parse().unwrap(), 2)
+        .await
+        .unwrap();
+    store.plan_segments(0, 29, SEGMENT).await.unwrap();
+    // "me" is alive: a session holds its key, 7.
+    let mut me_alive = pool.acquire().await.unwrap();
+    sqlx::query("SELECT pg_advisory_lock(7)")
+        .execute(&mut *me_alive)
+        .await
+        .unwrap();
+    let lease = Duration::from_secs(30);
+    let lease_as = |owner: &'static str, held: Vec<u64>| {
+        let store = &store;
+        async move {
+            store
+                .lease_segment(0, 29, owner, 7, lease, &held)
+                .await
+                .unwrap()
+                .map(|s| s.first)
+        }
+    };
+    // Leased, but the caller never heard: it holds nothing it knows of.
+    assert_eq!(lease_as("me", vec![]).await, Some(0));
+    assert_eq!(lease_as("me", vec![]).await, Some(0), "taken again");
+    // Held and known: the next one.
+    assert_eq!(lease_as("me", vec![0]).await, Some(10));
+    // Another owner does not take a live owner's leases: the free one.
+    assert_eq!(lease_as("other", vec![]).await, Some(20));
+    let leased: i64 = sqlx::query_scalar("SELECT count(*) FROM segments WHERE state = 'leased'")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(leased, 3);
 }
 
 /// A database indexed by a backfill that wrote alone (`--segment-blocks
