@@ -53,6 +53,14 @@ fn config(dir: &tempfile::TempDir, min_blocks: u64) -> PathBuf {
 
 /// `backfill --from --to` with that config, info logs; must exit 0.
 fn backfill(server: &RpcServer, db: &str, cfg: &Path, from: u64, to: u64) -> String {
+    let (out, stderr) = try_backfill(server, db, cfg, from, to);
+    assert!(out.status.success(), "backfill failed:\n{stderr}");
+    stderr
+}
+
+/// `backfill --from --to` with that config, info logs: how it exited and
+/// what it logged.
+fn try_backfill(server: &RpcServer, db: &str, cfg: &Path, from: u64, to: u64) -> (Output, String) {
     let (from, to) = (from.to_string(), to.to_string());
     let args = [
         "--config",
@@ -69,8 +77,7 @@ fn backfill(server: &RpcServer, db: &str, cfg: &Path, from: u64, to: u64) -> Str
     cmd.env("RUST_LOG", "info");
     let out: Output = indexer::finish(cmd, &args);
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    assert!(out.status.success(), "backfill {args:?} failed:\n{stderr}");
-    stderr
+    (out, stderr)
 }
 
 /// Valid lookup indexes: name -> (oid, definition).
@@ -249,20 +256,7 @@ async fn an_optional_index_is_built_only_where_the_setting_names_it() {
 
     let (bad, bad_url) = pg::fresh_db().await;
     let cfg = named("typo.toml", r#""logs_topic1_idx""#);
-    let (from, to) = (FIRST.to_string(), LAST.to_string());
-    let args = [
-        "--config",
-        cfg.to_str().unwrap(),
-        "backfill",
-        "--verify",
-        "off",
-        "--from",
-        &from,
-        "--to",
-        &to,
-    ];
-    let out = indexer::finish(indexer::command(&server.url(), &bad_url, &args), &args);
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let (out, stderr) = try_backfill(&server, &bad_url, &cfg, FIRST, LAST);
     assert!(!out.status.success(), "{stderr}");
     assert!(
         stderr.contains("setting index.optional_indexes")
