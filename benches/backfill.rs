@@ -39,6 +39,13 @@
 //! started with the same command share the range; `BENCH_SEGMENT_BLOCKS`
 //! sets `--segment-blocks`, by default `auto`).
 //!
+//! `BENCH_SERVE=FILE` builds the chain (every log an ERC-20 Transfer, so
+//! that indexers which decode events by ABI index them all; with a genesis
+//! and 65 empty blocks above the range, which some tools read), writes `FILE`
+//! (`{"url", "first", "last", "chain_id", "txs", "logs", ...}`) and serves
+//! it until stdin closes, for `scripts/bench-peers.sh` to run other indexers
+//! against, instead of measuring anything itself.
+//!
 //! The renumbered chain is resealed (receipts root and bloom of the
 //! generated receipts, header hashes and parent links rebuilt), so the
 //! child verifies every block as it does by default; `BENCH_ARGS="--verify
@@ -127,10 +134,20 @@ fn receipts_roots(text: &str) -> (B256, Bloom) {
 
 /// The `eth_getBlockReceipts` answer for bench block `b` (renumbered):
 /// per transaction 0..=8 logs (4 on average), and how many logs in all.
-/// Each receipt agrees with its transaction (type, price paid) so that the
-/// block verifies; gas is 21,000 each.
-fn receipts_text(b: &Value, salt: u64, logs_per_tx: usize) -> (String, usize) {
+/// Each receipt agrees with its transaction (type, price paid, `from`,
+/// `to`) so that the block verifies, and carries its own `logsBloom`, as a
+/// node's does; gas is 21,000 each. With `transfers`, every log is an ERC-20
+/// Transfer; otherwise logs have 1 to 4 topics out of 20 event signatures
+/// and 0 to 128 bytes of data.
+fn receipts_text(b: &Value, salt: u64, logs_per_tx: usize, transfers: bool) -> (String, usize) {
     use std::fmt::Write as _;
+    let word = |x: u64| {
+        let mut w = [0u8; 32];
+        w[24..].copy_from_slice(&x.to_be_bytes());
+        w
+    };
+    let transfer = keccak(&[b"Transfer(address,address,uint256)"]);
+    let mut cache = BloomCache::default();
     let (number, hash) = (b["number"].as_str().unwrap(), b["hash"].as_str().unwrap());
     let mut out = String::with_capacity(1 << 20);
     out.push('[');
@@ -142,6 +159,10 @@ fn receipts_text(b: &Value, salt: u64, logs_per_tx: usize) -> (String, usize) {
         let price = tx["gasPrice"]
             .as_str()
             .expect("mined txs report the price paid");
+        let from = tx["from"].as_str().expect("mined txs name their sender");
+        let to = tx["to"]
+            .as_str()
+            .map_or("null".to_owned(), |t| format!("\"{t}\""));
         cumulative += 21_000;
         let mix = (salt ^ (i as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15)).rotate_left(17);
         let n_logs = if logs_per_tx == 0 {
@@ -154,32 +175,40 @@ fn receipts_text(b: &Value, salt: u64, logs_per_tx: usize) -> (String, usize) {
         }
         let _ = write!(
             out,
-            r#"{{"blockHash":"{hash}","blockNumber":"{number}","transactionHash":"{tx_hash}","transactionIndex":"0x{i:x}","status":"0x1","gasUsed":"0x5208","cumulativeGasUsed":"0x{cumulative:x}","effectiveGasPrice":"{price}","contractAddress":null,"type":"{tx_type}","logs":["#
+            r#"{{"blockHash":"{hash}","blockNumber":"{number}","transactionHash":"{tx_hash}","transactionIndex":"0x{i:x}","from":"{from}","to":{to},"status":"0x1","gasUsed":"0x5208","cumulativeGasUsed":"0x{cumulative:x}","effectiveGasPrice":"{price}","contractAddress":null,"type":"{tx_type}","logs":["#
         );
+        let mut bloom = [0u8; 256];
         for k in 0..n_logs {
             let m = mix.wrapping_add(k as u64 * 0x2545_f491_4f6c_dd1d);
             if k > 0 {
                 out.push(',');
             }
-            let _ = write!(out, r#"{{"address":"0x{:040x}","topics":["#, m % 50);
-            for t in 0..=(m >> 8) % 4 {
-                if t > 0 {
-                    out.push(',');
-                }
-                let _ = write!(
-                    out,
-                    r#""0x{:064x}""#,
-                    if t == 0 { (m >> 16) % 20 } else { m ^ t }
-                );
-            }
-            let data = "ab".repeat(32 * ((m >> 24) % 5) as usize);
+            let mut address = [0u8; 20];
+            address[12..].copy_from_slice(&(m % 50).to_be_bytes());
+            let (topics, data) = if transfers {
+                // Transfer(address indexed from, address indexed to, uint256 value)
+                let topics = vec![transfer, word(m >> 40), word(m & 0xffff_ffff_ffff)];
+                (topics, hex0x(&word(m >> 20)))
+            } else {
+                let topics = (0..=(m >> 8) % 4)
+                    .map(|t| word(if t == 0 { (m >> 16) % 20 } else { m ^ t }))
+                    .collect();
+                (
+                    topics,
+                    format!("0x{}", "ab".repeat(32 * ((m >> 24) % 5) as usize)),
+                )
+            };
+            cache.add_log(&mut bloom, &address, &topics);
+            let topics: Vec<String> = topics.iter().map(|t| format!("\"{}\"", hex0x(t))).collect();
             let _ = write!(
                 out,
-                r#"],"data":"0x{data}","blockNumber":"{number}","blockHash":"{hash}","transactionHash":"{tx_hash}","transactionIndex":"0x{i:x}","logIndex":"0x{index:x}","removed":false}}"#
+                r#"{{"address":"{}","topics":[{}],"data":"{data}","blockNumber":"{number}","blockHash":"{hash}","transactionHash":"{tx_hash}","transactionIndex":"0x{i:x}","logIndex":"0x{index:x}","removed":false}}"#,
+                hex0x(&address),
+                topics.join(","),
             );
             index += 1;
         }
-        out.push_str("]}");
+        let _ = write!(out, r#"],"logsBloom":"{}"}}"#, hex0x(&bloom));
     }
     out.push(']');
     (out, index)
@@ -234,6 +263,12 @@ async fn run() -> anyhow::Result<()> {
     let extra_args = std::env::var("BENCH_ARGS").unwrap_or_default();
     let logs_per_tx = common::env_usize("BENCH_LOGS_PER_TX", 4);
     let logs_on = !extra_args.contains("--logs off");
+    // BENCH_SERVE=FILE: only serve the chain to other indexers (see the
+    // module's documentation), with ERC-20 Transfer logs that depend on the
+    // template, not the block, so a receipt asked for by a transaction's hash
+    // (which repeats every `templates.len()` blocks) is the same in each.
+    let serve = std::env::var("BENCH_SERVE").ok();
+    let transfers = serve.is_some();
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
 
     // The templates, and what recovery makes of them.
@@ -278,6 +313,13 @@ async fn run() -> anyhow::Result<()> {
     // Receipts do not depend on the block hash but the hash depends on
     // their root: roots in parallel, hashes in order, then the blocks.
     let template_of = |n: u64| &templates[(n as usize - 1) % templates.len()];
+    let salt = |n: u64| {
+        if transfers {
+            (n - 1) % templates.len() as u64
+        } else {
+            n
+        }
+    };
     let parts = cores.max(1) as u64;
     let per_part = |f: &(dyn Fn(u64) + Sync)| {
         std::thread::scope(|scope| {
@@ -297,7 +339,7 @@ async fn run() -> anyhow::Result<()> {
     if logs_on {
         per_part(&|n| {
             let (b, _) = renumber(template_of(n), n, &[0; 32], None);
-            let (text, _) = receipts_text(&b, n, logs_per_tx);
+            let (text, _) = receipts_text(&b, salt(n), logs_per_tx, transfers);
             let _ = roots[n as usize].set(receipts_roots(&text));
         });
     }
@@ -319,7 +361,7 @@ async fn run() -> anyhow::Result<()> {
             &hashes[n as usize - 1],
             roots[n as usize].get(),
         );
-        let receipts = logs_on.then(|| receipts_text(&b, n, logs_per_tx));
+        let receipts = logs_on.then(|| receipts_text(&b, salt(n), logs_per_tx, transfers));
         server.insert_block(b);
         if let Some((text, logs)) = receipts {
             server.insert_receipts_text(n, text);
@@ -328,6 +370,51 @@ async fn run() -> anyhow::Result<()> {
     });
     let expected_logs = expected_logs.into_inner();
     server.set_head(blocks);
+    if let Some(file) = serve {
+        // Around the range, blocks no one indexes but some tools read: a
+        // genesis (Ponder reads the block before its first) and, above the
+        // range, as many empty blocks as Ponder holds back as unfinalized on
+        // chain 1 (65), so the whole range is a backfill for every tool.
+        let empty = |n: u64, hash: &B256, parent: &B256, timestamp: u64| {
+            let mut b = templates[0].clone();
+            b["number"] = json!(format!("0x{n:x}"));
+            b["hash"] = json!(hex0x(hash));
+            b["parentHash"] = json!(hex0x(parent));
+            b["timestamp"] = json!(format!("0x{timestamp:x}"));
+            b["transactions"] = json!([]);
+            b
+        };
+        let time_of = |n: u64| {
+            let t = &template_of(n)["timestamp"];
+            u64::from_str_radix(t.as_str().unwrap().trim_start_matches("0x"), 16).unwrap()
+        };
+        server.insert_block(empty(0, &hashes[0], &[0; 32], time_of(1) - 12));
+        let mut parent = hashes[blocks as usize];
+        for n in blocks + 1..=blocks + 65 {
+            let hash = keccak(&[b"bench tail", &n.to_be_bytes()]);
+            server.insert_block(empty(
+                n,
+                &hash,
+                &parent,
+                time_of(blocks) + 12 * (n - blocks),
+            ));
+            server.insert_receipts_text(n, "[]".into());
+            parent = hash;
+        }
+        server.set_head(blocks + 65);
+        let info = json!({
+            "url": server.url(), "first": 1, "last": blocks, "chain_id": 1,
+            "txs": total_txs, "logs": expected_logs, "unrecoverable_senders": expected_null,
+        });
+        std::fs::write(&file, info.to_string()).with_context(|| format!("BENCH_SERVE={file}"))?;
+        eprintln!(
+            "serving {blocks} blocks, {total_txs} txs at {} until stdin closes",
+            server.url()
+        );
+        tokio::task::spawn_blocking(|| std::io::copy(&mut std::io::stdin(), &mut std::io::sink()))
+            .await??;
+        return Ok(());
+    }
     let cluster = tokio::task::spawn_blocking(common::start_cluster).await??;
     cluster.create_database_if_missing(DB).await?;
     let db_url = cluster.url(DB);
