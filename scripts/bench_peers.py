@@ -137,7 +137,8 @@ def run_once(module, name, chain, postmaster, server_pid, round_no):
             os.killpg(child.pid, signal.SIGKILL)
             raise SystemExit(f"{name} not done after {TIMEOUT:.0f} s; see {work}/stderr")
         time.sleep(0.2)
-    pg, srv = postgres_cpu(postmaster) - pg0, cpu_of(server_pid) - srv0
+    # Clock ticks of processes that come and go can make a tiny difference negative.
+    pg, srv = max(0.0, postgres_cpu(postmaster) - pg0), cpu_of(server_pid) - srv0
     return ctx, {"wall": wall, "cpu": cpu, "pg": pg, "server": srv}
 
 
