@@ -29,6 +29,9 @@ import sys
 import time
 import types
 
+from pgcluster import as_postgres
+import pgcluster
+
 REPO, SERVER, PG_BIN, WORK = sys.argv[1:5]
 TXS = int(os.environ.get("BENCH_TXS", "100000"))
 ROUNDS = int(os.environ.get("BENCH_ROUNDS", "3"))
@@ -37,12 +40,6 @@ PEERS = [p for p in os.environ.get("BENCH_PEERS", ",".join(ALL)).split(",") if p
 PG_PORT = 56000 + os.getpid() % 1000
 TICK = os.sysconf("SC_CLK_TCK")
 TIMEOUT = float(os.environ.get("BENCH_PEER_TIMEOUT", "1800"))
-
-
-def as_postgres(cmd, **kw):
-    if os.geteuid() == 0:
-        cmd = ["runuser", "-u", "postgres", "--"] + cmd
-    return subprocess.run(cmd, check=True, capture_output=True, text=True, **kw)
 
 
 def psql(url, sql):
@@ -68,34 +65,30 @@ def cpu_of(pid):
     return sum(int(x) for x in f[11:15]) / TICK
 
 
-def session_cpu(sid):
-    """CPU seconds of every process of session `sid` (each with its reaped children)."""
-    total = 0.0
+def processes():
+    """(pid, /proc/PID/stat fields) of every process still there."""
     for entry in os.listdir("/proc"):
         if entry.isdigit():
             try:
-                f = stat_fields(entry)
-                if int(f[3]) == sid:
-                    total += sum(int(x) for x in f[11:15]) / TICK
+                yield int(entry), stat_fields(entry)
             except (OSError, IndexError):
                 pass
-    return total
+
+
+def session_cpu(sid):
+    """CPU seconds of every process of session `sid` (each with its reaped children)."""
+    return sum(sum(int(x) for x in f[11:15]) for _, f in processes() if int(f[3]) == sid) / TICK
 
 
 def postgres_cpu(postmaster):
     """CPU seconds of the cluster: the postmaster with its reaped children, and its live children."""
-    total = 0.0
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                f = stat_fields(entry)
-            except (OSError, IndexError):
-                continue
-            if int(entry) == postmaster:
-                total += sum(int(x) for x in f[11:15]) / TICK
-            elif int(f[1]) == postmaster:
-                total += sum(int(x) for x in f[11:13]) / TICK
-    return total
+    ticks = 0
+    for pid, f in processes():
+        if pid == postmaster:
+            ticks += sum(int(x) for x in f[11:15])
+        elif int(f[1]) == postmaster:
+            ticks += sum(int(x) for x in f[11:13])
+    return ticks / TICK
 
 
 def run_once(module, name, chain, postmaster, server_pid, round_no):
@@ -192,12 +185,7 @@ def main():
     if "sender_indexer" not in PEERS:
         raise SystemExit("BENCH_PEERS must include sender_indexer: its rows are the reference")
 
-    pgdata = os.path.join(WORK, "pg")
-    if os.geteuid() == 0:
-        subprocess.run(["chown", "-R", "postgres", WORK], check=True)
-    as_postgres([f"{PG_BIN}/initdb", "-D", pgdata, "-U", "postgres", "--auth=trust"])
-    as_postgres([f"{PG_BIN}/pg_ctl", "-D", pgdata, "-w", "-l", os.path.join(WORK, "pg.log"), "-o",
-                 f"-p {PG_PORT} -c listen_addresses=127.0.0.1 -k {WORK}", "start"])
+    pgdata = pgcluster.start(PG_BIN, WORK, PG_PORT)
     with open(os.path.join(pgdata, "postmaster.pid")) as f:
         postmaster = int(f.readline())
     serve_file = os.path.join(WORK, "serve.json")
@@ -245,7 +233,7 @@ def main():
     finally:
         server.stdin.close()
         server.wait(timeout=30)
-        as_postgres([f"{PG_BIN}/pg_ctl", "-D", pgdata, "-m", "immediate", "stop"])
+        pgcluster.stop(PG_BIN, pgdata)
 
 
 if __name__ == "__main__":

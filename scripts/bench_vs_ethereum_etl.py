@@ -17,6 +17,9 @@ import sys
 import time
 import urllib.request
 
+import pgcluster
+from pgcluster import as_postgres
+
 ANVIL, INDEXER, ETL, PG_BIN, WORK = sys.argv[1:6]
 BLOCKS = int(os.environ.get("BENCH_BLOCKS", "200"))
 TXS_PER_BLOCK = int(os.environ.get("BENCH_TXS_PER_BLOCK", "50"))
@@ -38,12 +41,6 @@ def rpc(method, params):
     return answer["result"]
 
 
-def as_postgres(cmd):
-    if os.geteuid() == 0:
-        cmd = ["runuser", "-u", "postgres", "--"] + cmd
-    return subprocess.run(cmd, check=True, capture_output=True, text=True)
-
-
 def psql(db, sql):
     out = as_postgres(
         [f"{PG_BIN}/psql", "-h", "127.0.0.1", "-p", str(PG_PORT), "-U", "postgres", "-d", db,
@@ -54,12 +51,7 @@ def psql(db, sql):
 
 def main():
     os.makedirs(WORK, exist_ok=True)
-    pgdata = os.path.join(WORK, "pg")
-    if os.geteuid() == 0:
-        subprocess.run(["chown", "-R", "postgres", WORK], check=True)
-    as_postgres([f"{PG_BIN}/initdb", "-D", pgdata, "-U", "postgres", "--auth=trust"])
-    as_postgres([f"{PG_BIN}/pg_ctl", "-D", pgdata, "-w", "-l", os.path.join(WORK, "pg.log"), "-o",
-                 f"-p {PG_PORT} -c listen_addresses=127.0.0.1 -k {WORK}", "start"])
+    pgdata = pgcluster.start(PG_BIN, WORK, PG_PORT)
     anvil = subprocess.Popen(
         [ANVIL, "--port", str(ANVIL_PORT), "--host", "127.0.0.1", "--no-mining", "--silent",
          "--gas-limit", "100000000"],
@@ -141,7 +133,7 @@ def main():
         print(f"ratio: sender-indexer is {theirs / ours:.1f}x faster (goal >= 10x)")
     finally:
         os.killpg(anvil.pid, 9)
-        as_postgres([f"{PG_BIN}/pg_ctl", "-D", pgdata, "-m", "immediate", "stop"])
+        pgcluster.stop(PG_BIN, pgdata)
 
 
 if __name__ == "__main__":
