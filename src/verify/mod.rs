@@ -92,7 +92,7 @@ impl Level {
 pub struct Failure {
     pub block: u64,
     /// What failed, as a user finds it in the JSON: `hash`,
-    /// `transactionsRoot`, `tx 3 hash`, `receipt 5 logsBloom`, …
+    /// `transactionsRoot`, `tx 3 hash`, `receipt 5 gasUsed`, …
     pub field: String,
     /// What the node said.
     pub node: String,
