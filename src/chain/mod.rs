@@ -539,6 +539,9 @@ const CELO: Profile = Profile {
         LEGACY,
         ACCESS_LIST,
         DYNAMIC_FEE,
+        // EIP-7702, from Celo's Isthmus upgrade (Optimism's, with Prague's
+        // execution EIPs; specs.celo.org/upgrades/isthmus.html).
+        SET_CODE,
         signed(0x7a, "Celo CIP-66 denominated fee"),
         signed(0x7b, "Celo CIP-64 fee currency"),
         signed(0x7c, "Celo CIP-42 fee currency"),

@@ -1,8 +1,8 @@
 //! `backfill` against a real anvil chain holding every transaction kind:
 //! the database must equal the node's chain exactly, a rerun changes
 //! nothing, and a run killed part-way then restarted ends with the rows of
-//! a clean run. Also home of [`assert_db_equals_chain`], shared with the
-//! `follow` tests.
+//! a clean run; `anvil --celo` under the celo profile verifies. Also home
+//! of [`assert_db_equals_chain`], shared with the `follow` tests.
 //!
 //! anvil 1.7.1 (the latest release) computes `transactionsRoot` over blob
 //! transactions with their sidecars (foundry-rs/foundry#15132, fixed after
@@ -360,4 +360,79 @@ async fn u64_values_past_what_bigint_holds_are_stored_exactly() {
     .await
     .unwrap();
     assert_eq!(genesis.0, (genesis.1 as u64).to_string());
+}
+
+/// `anvil --celo` (Celo's network features on an anvil chain) indexed with
+/// `--chain-profile celo` and verification on: every transaction type
+/// the node takes but blobs (whose root anvil 1.7.1 gets wrong, see the
+/// module's documentation) is stored as on the node, each sender
+/// recovered, and every block verified in full under Celo's rules.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_celo_anvil_chain_verifies_under_the_celo_profile() {
+    let anvil = Anvil::start_with(AnvilOptions {
+        no_mining: true,
+        extra_args: vec!["--celo".into()],
+        ..Default::default()
+    })
+    .await;
+    let delegate = anvil.account(9).0.to_owned();
+    let mut sent = Vec::new();
+    for _ in 0..2 {
+        for (from, kind) in [
+            (1, TxKind::Legacy),
+            (2, TxKind::AccessList),
+            (3, TxKind::Eip1559),
+            (
+                4,
+                TxKind::SetCode {
+                    delegate: delegate.clone(),
+                },
+            ),
+            (
+                0,
+                TxKind::Create {
+                    initcode: crate::support::anvil::RETURN_42_INITCODE.into(),
+                },
+            ),
+        ] {
+            sent.push(anvil.send(from, kind).await);
+        }
+        anvil.mine().await;
+        mine_empty(&anvil, 1).await;
+    }
+    for h in &sent {
+        assert_eq!(anvil.receipt(h).await["status"], "0x1", "tx {h}");
+    }
+    let head = anvil.block_number().await;
+    let (pool, url) = pg::fresh_db().await;
+    let args = [
+        "backfill",
+        "--chain-profile",
+        "celo",
+        "--from",
+        "0",
+        "--to",
+        "latest",
+    ];
+    let mut cmd = indexer::command(anvil.url(), &url, &args);
+    cmd.env("RUST_LOG", "info");
+    let out = indexer::finish(cmd, &args);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    // The profile set, not the one anvil's chain id would give (Ethereum).
+    assert!(
+        stderr.contains("chain id 31337 (anvil/hardhat local, celo)"),
+        "{stderr}"
+    );
+    assert_db_equals_chain(&pool, &anvil, 0, head).await;
+    let (blocks, full, recovered): (i64, i64, i64) = sqlx::query_as(
+        "SELECT (SELECT count(*) FROM blocks), \
+                (SELECT count(*) FROM blocks WHERE verified = 'full'), \
+                (SELECT count(*) FROM transactions WHERE sender_source = 'recovered' AND from_matches)",
+    )
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert_eq!((blocks, full), (head as i64 + 1, head as i64 + 1));
+    assert_eq!(recovered, sent.len() as i64);
 }
