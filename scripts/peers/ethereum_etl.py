@@ -32,8 +32,7 @@ def install(root):
     subprocess.run(["python3", "-m", "venv", venv], check=True)
     pip = os.path.join(venv, "bin", "pip")
     subprocess.run([pip, "install", "-q", "setuptools<70", "wheel"], check=True)
-    subprocess.run([pip, "install", "-q", "--no-build-isolation", "ethereum-etl==2.4.2",
-                    "sqlalchemy<2", "pg8000", "timeout-decorator"], check=True)
+    subprocess.run([pip, "install", "-q", "--no-build-isolation", "ethereum-etl==2.4.2"], check=True)
     subprocess.run([pip, "install", "-q", "--no-deps", "parsimonious==0.10.0", "regex"], check=True)
 
 

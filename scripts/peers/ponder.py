@@ -29,51 +29,27 @@ ctx.work (the app's sources copied, node_modules linked to the install root), so
 never reused. Telemetry is off (PONDER_TELEMETRY_DISABLED): nothing leaves the machine.
 """
 
-import hashlib
 import json
 import os
 import shutil
 import socket
-import subprocess
 import urllib.error
 import urllib.request
+
+import npm_app
 
 NAME = "ponder 0.16.10"
 WRITES = "PostgreSQL"
 ROWS = "logs (Transfer events, with the tx sender)"
 
 HERE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "ponder")
-# The app's files, copied to the install root (for `npm ci`) and into each run's root.
-SOURCES = ["package.json", "package-lock.json", "ponder.config.ts", "ponder.schema.ts", "src"]
 SCHEMA = "ponder_bench"  # `ponder start` requires a database schema for the app's tables
 PORT_FILE = "ponder.port"
 
 
-def _copy_sources(dst: str) -> None:
-    os.makedirs(dst, exist_ok=True)
-    for name in SOURCES:
-        src = os.path.join(HERE, name)
-        out = os.path.join(dst, name)
-        if os.path.isdir(src):
-            shutil.rmtree(out, ignore_errors=True)
-            shutil.copytree(src, out)
-        else:
-            shutil.copy2(src, out)
-
-
 def install(root: str) -> None:
-    """Copy the app to `root` and `npm ci` it (pinned by package-lock.json); skipped when the
-    lock file is the one already installed."""
-    _copy_sources(root)
-    with open(os.path.join(HERE, "package-lock.json"), "rb") as f:
-        digest = hashlib.sha256(f.read()).hexdigest()
-    stamp = os.path.join(root, ".installed-lock-sha256")
-    ponder_bin = os.path.join(root, "node_modules", "ponder", "dist", "esm", "bin", "ponder.js")
-    if os.path.exists(ponder_bin) and os.path.exists(stamp) and open(stamp).read() == digest:
-        return
-    subprocess.run(["npm", "ci", "--no-audit", "--no-fund"], cwd=root, check=True)
-    with open(stamp, "w") as f:
-        f.write(digest)
+    """The app in `root`, `npm ci`-ed (pinned by package-lock.json)."""
+    npm_app.install(HERE, root)
 
 
 def _free_port() -> int:
@@ -89,7 +65,7 @@ def _app_dir(ctx) -> str:
 def command(ctx):
     app = _app_dir(ctx)
     shutil.rmtree(app, ignore_errors=True)
-    _copy_sources(app)
+    npm_app.copy_app(HERE, app)
     os.symlink(os.path.join(ctx.root, "node_modules"), os.path.join(app, "node_modules"))
     port = _free_port()
     with open(os.path.join(ctx.work, PORT_FILE), "w") as f:

@@ -18,21 +18,16 @@ RPC methods it calls: eth_blockNumber, eth_getBlockByNumber (full transactions, 
 {fromBlock, toBlock}. (eth_getBlockReceipts / eth_getTransactionReceipt only if a receipt field were
 selected, eth_getBlockByHash only for hot blocks: neither happens here.)
 """
-import hashlib
 import os
 import shutil
-import subprocess
+
+import npm_app
 
 NAME = "Subsquid evm-processor 1.27.3 (typeorm-store 1.5.1)"
 WRITES = "PostgreSQL (typeorm-store)"
 ROWS = "transactions, logs"
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-SRC = os.path.join(HERE, "subsquid")
-# what install() copies into the root (package files + the squid's sources)
-FILES = ["package.json", "package-lock.json", "main.js", "lib/entities.js", "lib/model/index.js",
-         "db/migrations/1700000000000-Data.js"]
-STAMP = ".installed-lock-sha256"
+SRC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "subsquid")
 
 
 def _node() -> str:
@@ -43,20 +38,7 @@ def _node() -> str:
 
 
 def install(root: str) -> None:
-    os.makedirs(root, exist_ok=True)
-    for rel in FILES:
-        dst = os.path.join(root, rel)
-        os.makedirs(os.path.dirname(dst), exist_ok=True)
-        shutil.copyfile(os.path.join(SRC, rel), dst)
-    with open(os.path.join(SRC, "package-lock.json"), "rb") as f:
-        lock = hashlib.sha256(f.read()).hexdigest()
-    stamp = os.path.join(root, STAMP)
-    if (os.path.isdir(os.path.join(root, "node_modules", "@subsquid", "evm-processor"))
-            and os.path.exists(stamp) and open(stamp).read().strip() == lock):
-        return
-    subprocess.run(["npm", "ci", "--no-audit", "--no-fund"], cwd=root, check=True)
-    with open(stamp, "w") as f:
-        f.write(lock + "\n")
+    npm_app.install(SRC, root)
 
 
 def command(ctx):
