@@ -127,7 +127,7 @@ pub async fn report(settings: &Settings, store: &Store) -> anyhow::Result<String
     } else {
         writeln!(
             out,
-            "lookup indexes: missing {} (dropped for a bulk load that has not finished; the next backfill, sync or follow builds them)",
+            "lookup indexes: missing {} (dropped for a bulk load that has not finished; queries by them are slow until the next backfill, sync or follow builds them)",
             missing.join(", ")
         )?;
     }

@@ -1,7 +1,9 @@
 //! When the lookup indexes (sender, hash, authority, logs by contract, and
-//! the optional ones the settings name) are kept up to date
-//! row by row, and when they are dropped for a bulk load and built once at
-//! its end: the decision only; the sink runs the statements.
+//! the optional ones the settings name) and the keys of every table but
+//! `blocks` are kept up to date row by row, and when they are dropped for a
+//! bulk load and built once at its end: the decision only; the sink runs
+//! the statements (and says why exactly-once holds without those keys:
+//! `store::indexes`).
 //!
 //! A range is loaded without them when the blocks it adds (those not
 //! stored yet) are at least `index.defer_indexes_min_blocks` and at least
@@ -77,7 +79,7 @@ impl LookupIndexes {
         // A bulk load drops every one, also those still there when others
         // are missing: all are built once, at its end.
         if defer && !self.dropped {
-            tracing::info!(target: "indexer", new_blocks = new, "bulk load: dropping the lookup indexes until the range is indexed; one sorted build at the end is cheaper than keeping them current");
+            tracing::info!(target: "indexer", new_blocks = new, "bulk load: dropping the lookup indexes and the keys of transactions, authorizations and logs until the range is indexed; one sorted build at the end is cheaper than keeping them current");
             ctx.sink.drop_lookup_indexes().await?;
             self.deferred = true;
             self.dropped = true;
@@ -91,7 +93,7 @@ impl LookupIndexes {
     /// including one stopped by a signal.
     pub async fn finish(&mut self, ctx: &Ctx) -> anyhow::Result<()> {
         if self.deferred {
-            tracing::info!(target: "indexer", "building the lookup indexes");
+            tracing::info!(target: "indexer", "building the lookup indexes and keys");
             let started = std::time::Instant::now();
             ctx.sink.build_lookup_indexes().await?;
             tracing::info!(target: "indexer", secs = format!("{:.1}", started.elapsed().as_secs_f64()), "lookup indexes built");

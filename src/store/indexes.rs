@@ -1,21 +1,24 @@
-//! The lookup indexes: `transactions.sender`, `transactions.hash`,
-//! `authorizations.authority` and `logs (address, topic0)`, what users
-//! query by, and the optional ones a setting adds (`index.optional_indexes`:
-//! `logs.topic0`). Keeping them current row by row is the costliest part
-//! of a bulk load for PostgreSQL (random inserts into B-trees: most of its
-//! CPU in `cargo bench --bench backfill`), while one sorted `CREATE INDEX`
-//! after the load costs a fraction of that, so a large backfill may drop
-//! them and build them at its end. This module only runs the statements;
-//! `pipeline` decides when.
+//! The indexes a bulk load may drop: the lookup indexes users query by
+//! (`transactions.sender`, `transactions.hash`, `authorizations.authority`,
+//! `logs (address, topic0)`, and the optional ones a setting adds,
+//! `index.optional_indexes`: `logs.topic0`) and the primary keys of every
+//! table but `blocks`. Keeping them current row by row is the costliest
+//! part of a bulk load for PostgreSQL (a B-tree insert per row and index,
+//! each logged), while one sorted build after the load costs a fraction of
+//! that, so a large backfill may drop them and build them at its end.
+//! Exactly-once does not rest on the dropped keys: a block's rows are
+//! written in the transaction that inserts its `blocks` row, and that key
+//! stays. This module only runs the statements; `pipeline` decides when.
 //!
 //! The indexes themselves are described with their tables (`tables`); the
 //! definitions built from them equal the migrations' (same names, same
-//! columns), so a build after a drop restores the migrated schema.
+//! columns, a key again a key), so a build after a drop restores the
+//! migrated schema.
 
 use std::time::Instant;
 
 use super::tables::{LookupIndex, TABLES, Table};
-use super::{Result, Store};
+use super::{Result, Store, StoreError};
 
 /// How one index is built: by one process, with sort runs that stay in
 /// the CPU's cache. A build's CPU goes to comparing keys; when the leading
@@ -71,9 +74,9 @@ impl Store {
     /// Drops every lookup index (those already missing are fine).
     pub async fn drop_lookup_indexes(&self) -> Result<()> {
         let mut tx = self.pool().begin().await?;
-        for (_, index) in self.lookup_indexes() {
-            let name = index.name;
-            sqlx::query(sqlx::AssertSqlSafe(format!("DROP INDEX IF EXISTS {name}")))
+        for (table, index) in self.lookup_indexes() {
+            // Names come from the table descriptions, never from input.
+            sqlx::query(sqlx::AssertSqlSafe(index.drop_statement(table)))
                 .execute(&mut *tx)
                 .await?;
         }
@@ -113,12 +116,13 @@ impl Store {
             let started = Instant::now();
             if self.is_partitioned(table.name) {
                 self.build_per_partition(table, index).await?;
-            } else {
+            } else if !self.relation_exists(index.name).await? {
                 let mut tx = self.begin_build().await?;
                 // Names come from the table descriptions, never from input.
                 sqlx::query(sqlx::AssertSqlSafe(index.create_statement(table)))
                     .execute(&mut *tx)
-                    .await?;
+                    .await
+                    .map_err(|e| built_key(e, table, index))?;
                 tx.commit().await?;
             }
             tracing::info!(target: "indexer::store", index = name, secs = started.elapsed().as_secs_f64(), "built lookup index");
@@ -129,13 +133,14 @@ impl Store {
     /// `index` on `table`'s partitions that lack it, one transaction each,
     /// attached to the table's index (created first, `ON ONLY`).
     async fn build_per_partition(&self, table: &Table, index: &LookupIndex) -> Result<()> {
-        // Names come from the table descriptions and the catalog.
-        sqlx::query(sqlx::AssertSqlSafe(format!(
-            "CREATE INDEX IF NOT EXISTS {} ON ONLY {} ({})",
-            index.name, table.name, index.columns
-        )))
-        .execute(self.pool())
-        .await?;
+        // Names come from the table descriptions and the catalog. The
+        // table's own index may be there already, invalid, from a build
+        // that was interrupted.
+        if !self.relation_exists(index.name).await? {
+            sqlx::query(sqlx::AssertSqlSafe(index.create_on_only_statement(table)))
+                .execute(self.pool())
+                .await?;
+        }
         let lacking: Vec<String> = sqlx::query_scalar(
             "SELECT c.relname::text FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
              WHERE i.inhparent = $1::regclass
@@ -154,12 +159,12 @@ impl Store {
             child.truncate(63);
             let started = Instant::now();
             let mut tx = self.begin_build().await?;
-            sqlx::query(sqlx::AssertSqlSafe(format!(
-                "CREATE INDEX IF NOT EXISTS {child} ON {partition} ({})",
-                index.columns
-            )))
+            sqlx::query(sqlx::AssertSqlSafe(
+                index.create_on_partition_statement(&partition, &child),
+            ))
             .execute(&mut *tx)
-            .await?;
+            .await
+            .map_err(|e| built_key(e, table, index))?;
             sqlx::query(sqlx::AssertSqlSafe(format!(
                 "ALTER INDEX {} ATTACH PARTITION {child}",
                 index.name
@@ -170,6 +175,15 @@ impl Store {
             tracing::debug!(target: "indexer::store", index = child, secs = started.elapsed().as_secs_f64(), "built partition index");
         }
         Ok(())
+    }
+
+    /// Whether a relation (here: an index) of that name exists in the
+    /// schema, valid or not.
+    async fn relation_exists(&self, name: &str) -> Result<bool> {
+        Ok(sqlx::query_scalar("SELECT to_regclass($1) IS NOT NULL")
+            .bind(name)
+            .fetch_one(self.pool())
+            .await?)
     }
 
     /// A transaction for one index build, with [`BUILD_SETTINGS`].
@@ -192,5 +206,22 @@ impl Store {
         .fetch_one(self.pool())
         .await?;
         Ok((all as u64, within as u64))
+    }
+}
+
+/// A key that cannot be built holds a row twice: say which table and what
+/// that means, not only PostgreSQL's words.
+fn built_key(e: sqlx::Error, table: &Table, index: &LookupIndex) -> StoreError {
+    let duplicate = e
+        .as_database_error()
+        .is_some_and(|d| d.code().as_deref() == Some("23505"));
+    if index.primary && duplicate {
+        StoreError::DuplicateRows {
+            table: table.name,
+            key: index.columns,
+            detail: e.to_string(),
+        }
+    } else {
+        e.into()
     }
 }

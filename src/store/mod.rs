@@ -63,6 +63,16 @@ pub enum StoreError {
         "setting index.optional_indexes: {name} is not an optional index\n\nhint: the optional ones are: {known}"
     )]
     UnknownIndex { name: String, known: String },
+    /// A key dropped for a bulk load cannot be built again: the table holds
+    /// a row twice, which the writes never do.
+    #[error(
+        "table {table}: its primary key ({key}) cannot be built after the bulk load: some rows are there twice ({detail})\n\nhint: this is a bug (a block's rows are written once, with its `blocks` row); please report it. To go on: delete the duplicated block's row from blocks and its rows from {table} (WHERE number / block_number = N), then run the same backfill again: it indexes that block once more and builds the key"
+    )]
+    DuplicateRows {
+        table: &'static str,
+        key: &'static str,
+        detail: String,
+    },
     /// A block reached the store without what checking it adds: a bug in
     /// the pipeline, never written half.
     #[error("block {number}: {what} missing; it was not checked before being stored")]

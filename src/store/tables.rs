@@ -25,9 +25,12 @@ pub struct Table {
     pub block_column: &'static str,
     /// Columns in the order [`Table::encode`] writes them.
     pub columns: &'static [&'static str],
-    /// Indexes users query by, which a bulk load drops and builds at its
-    /// end (see `indexes`); an optional one only where the setting names
-    /// it. The primary key is never among them.
+    /// Indexes a bulk load drops and builds at its end (see `indexes`):
+    /// those users query by (an optional one only where the setting names
+    /// it), and the table's primary key where exactly-once does not rest on
+    /// it (every table but `blocks`: a block's rows are written in the
+    /// transaction that inserts its `blocks` row, whose key stays, so they
+    /// cannot be written twice).
     pub lookup_indexes: &'static [LookupIndex],
     /// How one block's rows are made.
     pub rows: Rows,
@@ -41,11 +44,14 @@ pub enum Rows {
     Event(Box<EventTable>),
 }
 
-/// A plain B-tree index on some columns of its table.
+/// A B-tree index on some columns of its table: a plain one, or the
+/// table's primary key.
 pub struct LookupIndex {
     pub name: &'static str,
     /// The indexed columns, as written in `CREATE INDEX … (columns)`.
     pub columns: &'static str,
+    /// The table's primary key (a constraint, not only an index).
+    pub primary: bool,
     /// Built only when `index.optional_indexes` names it (no migration
     /// creates it): an index some users query by and most pay for.
     pub optional: bool,
@@ -84,12 +90,42 @@ impl Table {
 }
 
 impl LookupIndex {
-    /// Its definition on `table`, as the migrations create it.
+    /// Its definition on `table`, as the migrations create it. A primary
+    /// key has no `IF NOT EXISTS`: the caller checks first.
     pub fn create_statement(&self, table: &Table) -> String {
-        format!(
-            "CREATE INDEX IF NOT EXISTS {} ON {} ({})",
-            self.name, table.name, self.columns
-        )
+        self.create_on("", table.name, self.name)
+    }
+
+    /// The partitioned `table`'s own index, invalid until every
+    /// partition's is attached to it.
+    pub fn create_on_only_statement(&self, table: &Table) -> String {
+        self.create_on("ONLY ", table.name, self.name)
+    }
+
+    /// The index `name` on one partition of its table.
+    pub fn create_on_partition_statement(&self, partition: &str, name: &str) -> String {
+        self.create_on("", partition, name)
+    }
+
+    fn create_on(&self, only: &str, relation: &str, name: &str) -> String {
+        let columns = self.columns;
+        if self.primary {
+            format!("ALTER TABLE {only}{relation} ADD CONSTRAINT {name} PRIMARY KEY ({columns})")
+        } else {
+            format!("CREATE INDEX IF NOT EXISTS {name} ON {only}{relation} ({columns})")
+        }
+    }
+
+    /// Drops it from `table` and every partition (none is fine).
+    pub fn drop_statement(&self, table: &Table) -> String {
+        if self.primary {
+            format!(
+                "ALTER TABLE {} DROP CONSTRAINT IF EXISTS {}",
+                table.name, self.name
+            )
+        } else {
+            format!("DROP INDEX IF EXISTS {}", self.name)
+        }
     }
 }
 
@@ -156,11 +192,19 @@ pub static TRANSACTIONS: Table = Table {
             name: "transactions_sender_idx",
             columns: "sender",
             optional: false,
+            primary: false,
         },
         LookupIndex {
             name: "transactions_hash_idx",
             columns: "hash",
             optional: false,
+            primary: false,
+        },
+        LookupIndex {
+            name: "transactions_pkey",
+            columns: "block_number, tx_index",
+            optional: false,
+            primary: true,
         },
     ],
     rows: Rows::Fixed(|block, t| {
@@ -255,11 +299,19 @@ pub static LOGS: Table = Table {
             name: "logs_address_topic0_idx",
             columns: "address, topic0",
             optional: false,
+            primary: false,
         },
         LookupIndex {
             name: "logs_topic0_idx",
             columns: "topic0",
             optional: true,
+            primary: false,
+        },
+        LookupIndex {
+            name: "logs_pkey",
+            columns: "block_number, log_index",
+            optional: false,
+            primary: true,
         },
     ],
     rows: Rows::Fixed(|block, l| {
@@ -302,11 +354,20 @@ pub static AUTHORIZATIONS: Table = Table {
         "valid",
         "invalid_reason",
     ],
-    lookup_indexes: &[LookupIndex {
-        name: "authorizations_authority_idx",
-        columns: "authority",
-        optional: false,
-    }],
+    lookup_indexes: &[
+        LookupIndex {
+            name: "authorizations_authority_idx",
+            columns: "authority",
+            optional: false,
+            primary: false,
+        },
+        LookupIndex {
+            name: "authorizations_pkey",
+            columns: "block_number, tx_index, auth_index",
+            optional: false,
+            primary: true,
+        },
+    ],
     rows: Rows::Fixed(|block, a| {
         let number = block_number(block)?;
         for (i, rtx) in block.txs.iter().enumerate() {
@@ -394,5 +455,18 @@ mod tests {
             AUTHORIZATIONS.lookup_indexes[0].create_statement(&AUTHORIZATIONS),
             "CREATE INDEX IF NOT EXISTS authorizations_authority_idx ON authorizations (authority)"
         );
+        assert_eq!(
+            LOGS.lookup_indexes[2].create_on_only_statement(&LOGS),
+            "ALTER TABLE ONLY logs ADD CONSTRAINT logs_pkey PRIMARY KEY (block_number, log_index)"
+        );
+        assert_eq!(
+            LOGS.lookup_indexes[2].drop_statement(&LOGS),
+            "ALTER TABLE logs DROP CONSTRAINT IF EXISTS logs_pkey"
+        );
+        // Every table but `blocks` defers its key; `blocks` keeps exactly-once.
+        for t in TABLES {
+            let keys = t.lookup_indexes.iter().filter(|i| i.primary).count();
+            assert_eq!(keys, usize::from(t.name != "blocks"), "{}", t.name);
+        }
     }
 }

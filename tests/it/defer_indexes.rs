@@ -1,5 +1,6 @@
 //! Bulk loads without the lookup indexes (sender, hash, authority, logs by
-//! contract, and the optional ones a setting names): a large
+//! contract, and the optional ones a setting names) and the keys of every
+//! table but `blocks`: a large
 //! backfill drops them and builds them at its end, a small load into a
 //! larger table keeps them current, and a load killed half-way leaves them
 //! missing until the next run builds them. Real mainnet blocks, the real
@@ -21,15 +22,32 @@ use crate::support::{fixtures, indexer, pg, rpc_server::RpcServer};
 const FIRST: u64 = 24_476_000;
 const LAST: u64 = 24_476_009;
 
-/// The lookup indexes as the initial migration defines them.
-const DEFINITIONS: [(&str, &str); 3] = [
+/// The lookup indexes and keys a bulk load drops (the optional ones
+/// aside), as the migrations define them.
+const DEFINITIONS: [(&str, &str); 7] = [
     (
         "authorizations_authority_idx",
         "CREATE INDEX authorizations_authority_idx ON ONLY public.authorizations USING btree (authority)",
     ),
     (
+        "authorizations_pkey",
+        "CREATE UNIQUE INDEX authorizations_pkey ON ONLY public.authorizations USING btree (block_number, tx_index, auth_index)",
+    ),
+    (
+        "logs_address_topic0_idx",
+        "CREATE INDEX logs_address_topic0_idx ON ONLY public.logs USING btree (address, topic0)",
+    ),
+    (
+        "logs_pkey",
+        "CREATE UNIQUE INDEX logs_pkey ON ONLY public.logs USING btree (block_number, log_index)",
+    ),
+    (
         "transactions_hash_idx",
         "CREATE INDEX transactions_hash_idx ON ONLY public.transactions USING btree (hash)",
+    ),
+    (
+        "transactions_pkey",
+        "CREATE UNIQUE INDEX transactions_pkey ON ONLY public.transactions USING btree (block_number, tx_index)",
     ),
     (
         "transactions_sender_idx",
@@ -80,19 +98,38 @@ fn try_backfill(server: &RpcServer, db: &str, cfg: &Path, from: u64, to: u64) ->
     (out, stderr)
 }
 
-/// Valid lookup indexes: name -> (oid, definition).
+/// Valid lookup indexes and keys: name -> (oid, definition).
 async fn lookup_indexes(pool: &PgPool) -> BTreeMap<String, (i64, String)> {
+    let names: Vec<&str> = DEFINITIONS.iter().map(|(n, _)| *n).collect();
     let rows: Vec<(String, i64, String)> = sqlx::query_as(
         "SELECT c.relname::text, c.oid::int8, pg_get_indexdef(c.oid)
          FROM pg_class c JOIN pg_index i ON i.indexrelid = c.oid
-         WHERE i.indisvalid AND c.relname IN ('transactions_sender_idx', 'transactions_hash_idx', 'authorizations_authority_idx')",
+         WHERE i.indisvalid AND c.relname = ANY($1)",
     )
+    .bind(&names)
     .fetch_all(pool)
     .await
     .unwrap();
     rows.into_iter()
         .map(|(n, oid, def)| (n, (oid, def)))
         .collect()
+}
+
+/// The primary-key constraints of the tables whose keys a bulk load
+/// drops, each with its table, and whether every partition has its own.
+async fn primary_keys(pool: &PgPool) -> Vec<(String, String, bool)> {
+    sqlx::query_as(
+        "SELECT k.conname::text, k.conrelid::regclass::text,
+                NOT EXISTS (SELECT 1 FROM pg_inherits p WHERE p.inhparent = k.conrelid
+                    AND NOT EXISTS (SELECT 1 FROM pg_constraint c
+                        WHERE c.conrelid = p.inhrelid AND c.contype = 'p'))
+         FROM pg_constraint k
+         WHERE k.contype = 'p' AND k.conrelid::regclass::text IN ('transactions', 'authorizations', 'logs')
+         ORDER BY 1",
+    )
+    .fetch_all(pool)
+    .await
+    .unwrap()
 }
 
 fn definitions(indexes: &BTreeMap<String, (i64, String)>) -> Vec<(&str, &str)> {
@@ -110,6 +147,7 @@ async fn digest(pool: &PgPool) -> Vec<(String, i64)> {
         ("blocks", "number"),
         ("transactions", "block_number, tx_index"),
         ("authorizations", "block_number, tx_index, auth_index"),
+        ("logs", "block_number, log_index"),
         ("checkpoint", "id"),
     ] {
         let row: (Option<String>, i64) = sqlx::query_as(sqlx::AssertSqlSafe(format!(
@@ -176,6 +214,24 @@ async fn a_bulk_backfill_drops_the_lookup_indexes_and_builds_them_at_its_end() {
     let built = lookup_indexes(&deferred).await;
     assert_eq!(definitions(&built), DEFINITIONS);
     assert!(sender_lookup_uses_the_index(&deferred).await);
+    // The keys are keys again, on the tables and on every partition.
+    let keys = primary_keys(&deferred).await;
+    assert_eq!(
+        keys,
+        [
+            ("authorizations_pkey", "authorizations", true),
+            ("logs_pkey", "logs", true),
+            ("transactions_pkey", "transactions", true),
+        ]
+        .map(|(k, t, all)| (k.to_string(), t.to_string(), all))
+    );
+    let err = sqlx::query(
+        "INSERT INTO transactions SELECT * FROM transactions ORDER BY block_number LIMIT 1",
+    )
+    .execute(&deferred)
+    .await
+    .expect_err("a row twice is refused by the rebuilt key");
+    assert!(err.to_string().contains("duplicate key"), "{err}");
 
     // Kept current (0 = never defer): the same rows, the migration's indexes.
     let (current, current_url) = pg::fresh_db().await;
@@ -362,7 +418,7 @@ async fn a_killed_bulk_load_leaves_them_missing_until_the_next_run_builds_them()
     let status = String::from_utf8_lossy(&status.stdout);
     assert!(
         status.contains(
-            "lookup indexes: missing transactions_sender_idx, transactions_hash_idx, authorizations_authority_idx"
+            "lookup indexes: missing transactions_sender_idx, transactions_hash_idx, transactions_pkey, authorizations_authority_idx, authorizations_pkey, logs_address_topic0_idx, logs_pkey"
         ),
         "{status}"
     );
@@ -406,7 +462,7 @@ async fn sync_builds_them_once_caught_up_and_keeps_following() {
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         let cp = pg::checkpoint(&pool).await;
-        if cp == Some(LAST) && lookup_indexes(&pool).await.len() == 3 {
+        if cp == Some(LAST) && lookup_indexes(&pool).await.len() == DEFINITIONS.len() {
             break;
         }
         assert!(
