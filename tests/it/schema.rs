@@ -174,10 +174,13 @@ async fn big_tables_are_partitioned_by_block_range() {
     .execute(&pool)
     .await
     .unwrap();
+    // A rollback while the keys are still dropped (a reorg during a bulk
+    // load) deletes by block number without them; then the build finds
+    // every key's rows unique.
+    store.rollback_to(b - 1, None).await.unwrap();
+    assert_eq!(per_partition().await, vec![(p0.clone(), 10)]);
     store.build_lookup_indexes().await.unwrap();
     assert!(store.missing_lookup_indexes().await.unwrap().is_empty());
-
-    store.rollback_to(b - 1, None).await.unwrap();
     assert_eq!(per_partition().await, vec![(p0, 10)]);
 }
 
