@@ -29,11 +29,24 @@ use super::{Result, Store, StoreError};
 /// server (docs/performance.md, 2026-12-07): 11.5-14.1 s of CPU with
 /// 256 MB and the default 2 workers, 6.8-8.9 s with 16 MB and none; over
 /// heavy-tailed real-looking addresses 7.9-8.6 s against 5.0-6.5 s; over
-/// unique keys, no worse. Wall time on 2 cores stays about the same.
-const BUILD_SETTINGS: [&str; 2] = [
-    "SET LOCAL maintenance_work_mem = '16MB'",
-    "SET LOCAL max_parallel_maintenance_workers = 0",
-];
+/// unique keys, no worse. Wall time on 2 cores stays about the same. The
+/// sort memory is [`build_sort_memory_kb`].
+const NO_PARALLEL_WORKERS: &str = "SET LOCAL max_parallel_maintenance_workers = 0";
+
+/// Sort memory for an index build over a relation of `relation_bytes`:
+/// 16 MB (cache-sized runs, see [`NO_PARALLEL_WORKERS`]) unless the runs
+/// would then be too many to merge in one pass. PostgreSQL merges through a
+/// buffer of ~272 KB per run, so one pass needs runs x 272 KB <= memory,
+/// with runs ~ bytes / memory: memory >= sqrt(bytes x 272 KB). The
+/// relation's size stands in for the sorted bytes (an index tuple is never
+/// larger than its row). A partition of recent mainnet (1M blocks, ~65 GB
+/// of logs) gets ~133 MB instead of three merge passes; the bench's 1M
+/// transactions (~1 GB of logs) ~16.5 MB; at most 1 GB.
+fn build_sort_memory_kb(relation_bytes: u64) -> u64 {
+    const PER_RUN_BYTES: f64 = 272.0 * 1024.0;
+    let one_pass = (relation_bytes as f64 * PER_RUN_BYTES).sqrt() / 1024.0;
+    (one_pass.ceil() as u64).clamp(16 * 1024, 1024 * 1024)
+}
 
 /// Held (session advisory lock) while one process builds the indexes (the
 /// schema's own key: see `schema::lock_key`).
@@ -117,7 +130,7 @@ impl Store {
             if self.is_partitioned(table.name) {
                 self.build_per_partition(table, index).await?;
             } else if !self.relation_exists(index.name).await? {
-                let mut tx = self.begin_build().await?;
+                let mut tx = self.begin_build(table.name).await?;
                 // Names come from the table descriptions, never from input.
                 sqlx::query(sqlx::AssertSqlSafe(index.create_statement(table)))
                     .execute(&mut *tx)
@@ -158,7 +171,7 @@ impl Store {
             let mut child = format!("{partition}{tag}");
             child.truncate(63);
             let started = Instant::now();
-            let mut tx = self.begin_build().await?;
+            let mut tx = self.begin_build(&partition).await?;
             sqlx::query(sqlx::AssertSqlSafe(
                 index.create_on_partition_statement(&partition, &child),
             ))
@@ -186,12 +199,25 @@ impl Store {
             .await?)
     }
 
-    /// A transaction for one index build, with [`BUILD_SETTINGS`].
-    async fn begin_build(&self) -> Result<sqlx::Transaction<'static, sqlx::Postgres>> {
+    /// A transaction for one index build on `relation` (a table or one
+    /// partition): one process, [`build_sort_memory_kb`] of sort memory.
+    async fn begin_build(
+        &self,
+        relation: &str,
+    ) -> Result<sqlx::Transaction<'static, sqlx::Postgres>> {
         let mut tx = self.pool().begin().await?;
-        for setting in BUILD_SETTINGS {
-            sqlx::query(setting).execute(&mut *tx).await?;
-        }
+        let bytes: i64 = sqlx::query_scalar("SELECT pg_relation_size($1::regclass)")
+            .bind(relation)
+            .fetch_one(&mut *tx)
+            .await?;
+        let kb = build_sort_memory_kb(bytes.max(0) as u64);
+        // A number this function computed; SET takes no bound parameters.
+        sqlx::query(sqlx::AssertSqlSafe(format!(
+            "SET LOCAL maintenance_work_mem = '{kb}kB'"
+        )))
+        .execute(&mut *tx)
+        .await?;
+        sqlx::query(NO_PARALLEL_WORKERS).execute(&mut *tx).await?;
         Ok(tx)
     }
 
@@ -223,5 +249,27 @@ fn built_key(e: sqlx::Error, table: &Table, index: &LookupIndex) -> StoreError {
         }
     } else {
         e.into()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::build_sort_memory_kb;
+
+    #[test]
+    fn sort_memory_is_cache_sized_until_one_merge_pass_needs_more() {
+        const MB: u64 = 1024 * 1024;
+        assert_eq!(build_sort_memory_kb(0), 16 * 1024);
+        assert_eq!(build_sort_memory_kb(512 * MB), 16 * 1024);
+        // The bench's 1M-transaction partition (~1 GB of logs): ~16.5 MB.
+        let kb = build_sort_memory_kb(1024 * MB);
+        assert!((16 * 1024..17 * 1024).contains(&kb), "{kb}");
+        // ~65 GB (a mainnet partition): ~130 MB, one pass.
+        let kb = build_sort_memory_kb(65 * 1024 * MB);
+        assert!((130 * 1024..=135 * 1024).contains(&kb), "{kb}");
+        let (memory, runs) = (kb * 1024, 65 * 1024 * MB / (kb * 1024));
+        assert!(runs * 272 * 1024 <= memory, "{runs} runs in {kb} kB");
+        // Never more than 1 GB.
+        assert_eq!(build_sort_memory_kb(u64::MAX), 1024 * 1024);
     }
 }
