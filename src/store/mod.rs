@@ -595,7 +595,13 @@ impl Store {
                     table.encode(b, &mut rows)?;
                 }
                 if rows.rows() > 0 {
-                    copy_in(&mut tx, &table.copy_statement(), rows.finish()).await?;
+                    let (low, high) =
+                        (fresh[0].header.number, fresh[fresh.len() - 1].header.number);
+                    let statement = match self.partitions.direct(table.name, low, high) {
+                        Some(partition) => table.copy_statement_into(&partition),
+                        None => table.copy_statement(),
+                    };
+                    copy_in(&mut tx, &statement, rows.finish()).await?;
                 }
             }
             outcome.blocks_written = fresh.len() as u64;

@@ -3,6 +3,9 @@
 //! created since partitioning): [`PARTITION_BLOCKS`] blocks each, named
 //! `<table>_p<N>`, created before the first write that needs one. A
 //! rollback or re-index then touches the partitions of its blocks only.
+//! A write whose blocks all fall in one partition copies its rows straight
+//! into it ([`Partitions::direct`]): PostgreSQL then skips routing each row
+//! through the parent (measured: ~11% of the CPU of a COPY of logs).
 //!
 //! It must not create anything but partitions of the tables it is given,
 //! and creates them outside the writes' transactions (DDL on a partitioned
@@ -33,6 +36,10 @@ pub struct Partitions {
     /// The advisory-lock key creation is serialised by.
     lock_key: i64,
     made: Arc<Mutex<HashSet<(&'static str, u64)>>>,
+    /// Those of `made` this role may insert into directly (it owns them
+    /// when it created them; one made by another role may only take rows
+    /// through its parent).
+    direct: Arc<Mutex<HashSet<(&'static str, u64)>>>,
 }
 
 /// `<table>_p<n>`, the table's name shortened if needed to fit.
@@ -68,6 +75,7 @@ impl Partitions {
             ),
             lock_key,
             made: Default::default(),
+            direct: Default::default(),
         })
     }
 
@@ -106,12 +114,45 @@ impl Partitions {
             .execute(&mut *tx)
             .await?;
         }
+        let names: Vec<String> = wanted.iter().map(|&(t, n)| partition_name(t, n)).collect();
+        let insertable: Vec<String> = sqlx::query_scalar(
+            "SELECT relname::text FROM pg_class
+             WHERE relnamespace = current_schema()::regnamespace AND relname = ANY($1)
+               AND has_table_privilege(oid, 'INSERT')",
+        )
+        .bind(&names)
+        .fetch_all(&mut *tx)
+        .await?;
         tx.commit().await?;
+        self.direct
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .extend(
+                wanted
+                    .iter()
+                    .zip(&names)
+                    .filter(|(_, name)| insertable.contains(name))
+                    .map(|(k, _)| *k),
+            );
         self.made
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .extend(wanted);
         Ok(())
+    }
+
+    /// The partition of `table` that holds every block of `first..=last`,
+    /// when there is one and this role may write to it directly (after
+    /// [`Partitions::ensure`] for those blocks); `None`: write through
+    /// `table` itself.
+    pub fn direct(&self, table: &str, first: u64, last: u64) -> Option<String> {
+        let n = first / PARTITION_BLOCKS;
+        if last / PARTITION_BLOCKS != n {
+            return None;
+        }
+        let direct = self.direct.lock().unwrap_or_else(|e| e.into_inner());
+        let &(table, _) = direct.iter().find(|&&(t, m)| t == table && m == n)?;
+        Some(partition_name(table, n))
     }
 }
 

@@ -81,9 +81,13 @@ impl Table {
 
     /// The binary COPY statement for [`Table::columns`].
     pub fn copy_statement(&self) -> String {
+        self.copy_statement_into(self.name)
+    }
+
+    /// The same into `target`: the table or one of its partitions.
+    pub fn copy_statement_into(&self, target: &str) -> String {
         format!(
-            "COPY {} ({}) FROM STDIN (FORMAT binary)",
-            self.name,
+            "COPY {target} ({}) FROM STDIN (FORMAT binary)",
             self.columns.join(", ")
         )
     }
