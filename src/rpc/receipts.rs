@@ -16,7 +16,7 @@ use serde_json::value::RawValue;
 
 use super::batch::{ErrorObj, Resp};
 use super::retry::Failure;
-use crate::decode::{B256, RawReceipts, hex0x};
+use crate::decode::{B256, RawReceipts, block_receipt_lists, hex0x};
 
 /// One call of a batch: its id and method with one string parameter.
 fn call(out: &mut String, id: usize, method: &str, param: &B256) {
@@ -140,26 +140,37 @@ pub(crate) fn parse_block_receipts(
 ) -> Result<Vec<RawReceipts>, Failure> {
     let body = utf8(body)?;
     let text = body.as_str();
-    // One pass: each result read as its list of receipts. A body that is
-    // not such a batch is read again the general way, for what it says.
-    let lists: Vec<Option<Vec<&RawValue>>> = match serde_json::from_str::<Vec<ListResp>>(text) {
-        Ok(resps) => by_id(resps.into_iter().map(|r| (r.id, r.result, r.error)), blocks)?,
-        Err(_) => results(text, blocks)?
-            .into_iter()
-            .map(|r| r.map(|raw| serde_json::from_str(raw.get())).transpose())
-            .collect::<Result<_, _>>()
-            .map_err(|e| Failure::Malformed(format!("receipts: expected a list: {e}")))?,
+    // One pass: each result read as its list of receipts, by the one-pass
+    // reader where the answers have the plain shape (no error), else by
+    // serde_json. A body that is not such a batch is read again the general
+    // way, for what it says.
+    let lists: Vec<Option<Vec<Range<usize>>>> = match block_receipt_lists(text) {
+        Some(answers) => by_id(
+            answers.into_iter().map(|(id, result)| (id, result, None)),
+            blocks,
+        )?,
+        None => match serde_json::from_str::<Vec<ListResp>>(text) {
+            Ok(resps) => by_id(resps.into_iter().map(|r| (r.id, r.result, r.error)), blocks)?,
+            Err(_) => results(text, blocks)?
+                .into_iter()
+                .map(|r| r.map(|raw| serde_json::from_str(raw.get())).transpose())
+                .collect::<Result<Vec<Option<Vec<&RawValue>>>, _>>()
+                .map_err(|e| Failure::Malformed(format!("receipts: expected a list: {e}")))?,
+        }
+        .into_iter()
+        .map(|list| list.map(|l| l.iter().map(|r| range_of(text, r)).collect()))
+        .collect(),
     };
     let mut out = Vec::with_capacity(blocks);
-    for (i, list) in lists.into_iter().enumerate() {
-        let Some(list) = list else {
+    for (i, ranges) in lists.into_iter().enumerate() {
+        let Some(ranges) = ranges else {
             return Err(Failure::Missing(format!(
                 "no receipts for the block fetched (call {i}): the node has not got it"
             )));
         };
         out.push(RawReceipts {
             text: Arc::clone(&body),
-            ranges: list.iter().map(|r| range_of(text, r)).collect(),
+            ranges,
         });
     }
     Ok(out)
@@ -294,6 +305,97 @@ mod tests {
             message: "header not found".into(),
         };
         assert!(!method_missing(&f));
+    }
+
+    /// What serde_json makes of a batch of receipt lists: each answer's id
+    /// and its receipts' ranges; `None` where it refuses the text or an
+    /// answer holds an error.
+    fn serde_lists(text: &str) -> Option<Vec<crate::decode::ReceiptList>> {
+        let resps: Vec<ListResp> = serde_json::from_str(text).ok()?;
+        resps
+            .into_iter()
+            .map(|r| {
+                r.error.is_none().then(|| {
+                    let ranges = r
+                        .result
+                        .map(|l| l.iter().map(|raw| range_of(text, raw)).collect());
+                    (r.id, ranges)
+                })
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_one_pass_reader_splits_batches_as_serde_json_does() {
+        // Two real receipt sets (mainnet 47218, 483920) in one batch, in the
+        // shape a node sends, then every one-byte corruption of a short
+        // batch: the reader accepts only what serde_json reads the same way.
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/receipts");
+        let mut sets = Vec::new();
+        for name in ["mainnet-47218", "mainnet-483920"] {
+            let mut text = String::new();
+            let file = std::fs::File::open(format!("{dir}/{name}.json.gz")).unwrap();
+            std::io::Read::read_to_string(&mut flate2::read::GzDecoder::new(file), &mut text)
+                .unwrap();
+            sets.push(text);
+        }
+        let body = format!(
+            r#"[{{"jsonrpc":"2.0","id":1,"result":{}}}, {{"jsonrpc":"2.0","id":0,"result":{}}}]"#,
+            sets[0], sets[1]
+        );
+        let fast = crate::decode::block_receipt_lists(&body).expect("the plain shape");
+        assert_eq!(Some(&fast), serde_lists(&body).as_ref());
+        assert!(
+            fast.iter()
+                .all(|(_, l)| l.as_ref().is_some_and(|l| !l.is_empty()))
+        );
+
+        let short = r#"[{"jsonrpc":"2.0","id":0,"result":[{"a":"0x1","b":[null,true,false,-1.5e3,{}],"c":{"d":"e"}},{}]},{"id":12,"result":null,"error":null}]"#;
+        assert!(crate::decode::block_receipt_lists(short).is_some());
+        let (mut tried, mut accepted) = (0, 0);
+        let text = short.as_bytes();
+        for at in 0..text.len() {
+            let mut variants: Vec<Vec<u8>> = b"\"\\,:{}[] 0159-.enx\x01"
+                .iter()
+                .map(|&b| {
+                    let mut v = text.to_vec();
+                    v[at] = b;
+                    v
+                })
+                .collect();
+            let mut cut = text.to_vec();
+            cut.remove(at);
+            variants.push(cut);
+            variants.push(text[..at].to_vec());
+            for v in variants {
+                let v = String::from_utf8(v).unwrap();
+                tried += 1;
+                if let Some(fast) = crate::decode::block_receipt_lists(&v) {
+                    accepted += 1;
+                    assert_eq!(Some(fast), serde_lists(&v), "differ on {v}");
+                }
+            }
+        }
+        assert!(
+            accepted > tried / 5 && accepted < tried * 3 / 4,
+            "{accepted} of {tried}"
+        );
+        // Left to serde_json: an error to read, a repeated field, an id
+        // that is not a u64, nesting deeper than the reader goes.
+        let deep = format!(
+            r#"[{{"id":0,"result":[{}]}}]"#,
+            "[".repeat(70) + &"]".repeat(70)
+        );
+        for text in [
+            r#"[{"id":0,"error":{"code":1,"message":"m"}}]"#,
+            r#"[{"id":0,"id":1,"result":[]}]"#,
+            r#"[{"id":-1,"result":[]}]"#,
+            r#"[{"id":1.0,"result":[]}]"#,
+            r#"[{"id":18446744073709551616,"result":[]}]"#,
+            &deep,
+        ] {
+            assert!(crate::decode::block_receipt_lists(text).is_none(), "{text}");
+        }
     }
 
     #[test]
