@@ -52,6 +52,15 @@ fn build_sort_memory_kb(relation_bytes: u64) -> u64 {
 /// schema's own key: see `schema::lock_key`).
 const BUILD_LOCK_KEY: i64 = 0x5e4d_e21d_e7e4;
 
+/// One index build: `index` on one `partition` of `table` (of `bytes`),
+/// or on `table` itself when it is not partitioned (`None`).
+struct Sort {
+    table: &'static Table,
+    index: &'static LookupIndex,
+    partition: Option<String>,
+    bytes: i64,
+}
+
 impl Store {
     /// Every lookup index this store keeps, with its table, in [`TABLES`]
     /// order: the optional ones only when the setting names them.
@@ -119,105 +128,90 @@ impl Store {
         built
     }
 
-    /// The missing indexes, each table's one after another and the tables
-    /// side by side, as many at once as the pool has connections besides
-    /// the one holding the build lock, largest table first. Each build is
-    /// one PostgreSQL process; builds on one table would wait on each
-    /// other's locks (a key takes its table exclusively), builds on
-    /// different tables do not. On the bench's 1M transactions, the
-    /// `transactions` builds then run beside the longer `logs` ones instead
-    /// of after them.
+    /// The missing indexes in three steps. First each partitioned table's
+    /// own index (`ON ONLY`, invalid until its partitions' are attached).
+    /// Then the sorts, side by side, as many at once as the pool has
+    /// connections besides the one holding the build lock, largest
+    /// partition first: one `CREATE [UNIQUE] INDEX` per partition and
+    /// index, each one PostgreSQL process, each holding only a share lock
+    /// on its partition, which the others' do not wait for (a key is built
+    /// as a unique index here because `ADD PRIMARY KEY` would take its
+    /// partition exclusively, so a table's key and lookup index could not
+    /// sort together). Last, one at a time and quick, a unique index
+    /// becomes its partition's key (`USING INDEX`) and each index is
+    /// attached to its table's. On the bench's 1M transactions the
+    /// `logs` key and the `transactions` indexes then sort beside
+    /// `logs (address, topic0)` instead of after it.
     async fn build_missing(&self) -> Result<Vec<&'static str>> {
         use futures::StreamExt;
 
         let missing = self.missing_lookup_indexes().await?;
-        let mut groups: Vec<(&'static Table, Vec<&'static LookupIndex>, i64)> = Vec::new();
-        for (table, index) in self
+        let wanted: Vec<(&'static Table, &'static LookupIndex)> = self
             .lookup_indexes()
             .filter(|(_, i)| missing.contains(&i.name))
-        {
-            match groups.iter_mut().find(|(t, _, _)| t.name == table.name) {
-                Some((_, indexes, _)) => indexes.push(index),
-                None => groups.push((table, vec![index], 0)),
+            .collect();
+        let mut sorts = Vec::new();
+        for &(table, index) in &wanted {
+            if self.is_partitioned(table.name) {
+                sorts.extend(self.partitions_lacking(table, index).await?);
+            } else if !self.relation_exists(index.name).await? {
+                sorts.push(Sort {
+                    table,
+                    index,
+                    partition: None,
+                    bytes: 0,
+                });
             }
         }
-        for (table, _, bytes) in &mut groups {
-            *bytes = self.table_bytes(table.name).await?;
-        }
-        groups.sort_by_key(|(_, _, bytes)| std::cmp::Reverse(*bytes));
+        // Largest first; of one partition, the lookup index (keys arrive in
+        // heap order and sort fastest).
+        sorts.sort_by_key(|s| (std::cmp::Reverse(s.bytes), s.index.primary));
         let at_once = (self.pool().options().get_max_connections() as usize)
             .saturating_sub(1)
             .max(1);
-        let builds: Vec<_> = groups
-            .into_iter()
-            .map(|(table, indexes, _)| self.build_table(table, indexes))
-            .collect();
-        // Every table's builds run to their end or their first error
-        // (none cut off mid-statement); then the first error is the answer.
-        let results: Vec<Result<()>> = futures::stream::iter(builds)
-            .buffer_unordered(at_once)
-            .collect()
-            .await;
-        results.into_iter().collect::<Result<()>>()?;
+        // Every sort runs to its end or its first error (none is cut off
+        // mid-statement); then the first error is the answer.
+        let sorted: Vec<Result<Sort>> =
+            futures::stream::iter(sorts.into_iter().map(|s| self.sort(s)))
+                .buffer_unordered(at_once)
+                .collect()
+                .await;
+        let mut first_error = None;
+        for sort in sorted {
+            match sort {
+                Ok(sort) => {
+                    if let Some(partition) = &sort.partition {
+                        self.attach(sort.table, sort.index, partition).await?;
+                    }
+                }
+                Err(e) => {
+                    first_error.get_or_insert(e);
+                }
+            }
+        }
+        if let Some(e) = first_error {
+            return Err(e);
+        }
         Ok(missing)
     }
 
-    /// Builds `indexes` on `table`, one after another.
-    async fn build_table(
+    /// The partitions of `table` that have no `index` attached, each a
+    /// [`Sort`] to run; creates the table's own index first if it is not
+    /// there (it may be, invalid, from a build that was interrupted).
+    async fn partitions_lacking(
         &self,
         table: &'static Table,
-        indexes: Vec<&'static LookupIndex>,
-    ) -> Result<()> {
-        for index in indexes {
-            self.build_one(table, index).await?;
-        }
-        Ok(())
-    }
-
-    /// Builds `index` on `table` (on each partition that lacks it).
-    async fn build_one(&self, table: &Table, index: &LookupIndex) -> Result<()> {
-        let started = Instant::now();
-        if self.is_partitioned(table.name) {
-            self.build_per_partition(table, index).await?;
-        } else if !self.relation_exists(index.name).await? {
-            let mut tx = self.begin_build(table.name).await?;
-            // Names come from the table descriptions, never from input.
-            sqlx::query(sqlx::AssertSqlSafe(index.create_statement(table)))
-                .execute(&mut *tx)
-                .await
-                .map_err(|e| built_key(e, table, index))?;
-            tx.commit().await?;
-        }
-        tracing::info!(target: "indexer::store", index = index.name, secs = started.elapsed().as_secs_f64(), "built lookup index");
-        Ok(())
-    }
-
-    /// The bytes of `table`'s rows, its partitions' included.
-    async fn table_bytes(&self, table: &str) -> Result<i64> {
-        Ok(sqlx::query_scalar(
-            "SELECT (pg_relation_size(c.oid) + coalesce(
-                        (SELECT sum(pg_relation_size(i.inhrelid)) FROM pg_inherits i
-                         WHERE i.inhparent = c.oid), 0))::bigint
-             FROM pg_class c WHERE c.oid = $1::regclass",
-        )
-        .bind(table)
-        .fetch_one(self.pool())
-        .await?)
-    }
-
-    /// `index` on `table`'s partitions that lack it, one transaction each,
-    /// attached to the table's index (created first, `ON ONLY`).
-    async fn build_per_partition(&self, table: &Table, index: &LookupIndex) -> Result<()> {
-        // Names come from the table descriptions and the catalog. The
-        // table's own index may be there already, invalid, from a build
-        // that was interrupted.
+        index: &'static LookupIndex,
+    ) -> Result<Vec<Sort>> {
         if !self.relation_exists(index.name).await? {
+            // Names come from the table descriptions, never from input.
             sqlx::query(sqlx::AssertSqlSafe(index.create_on_only_statement(table)))
                 .execute(self.pool())
                 .await?;
         }
-        let lacking: Vec<String> = sqlx::query_scalar(
-            "SELECT c.relname::text FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
+        let lacking: Vec<(String, i64)> = sqlx::query_as(
+            "SELECT c.relname::text, pg_relation_size(c.oid)
+             FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
              WHERE i.inhparent = $1::regclass
                AND NOT EXISTS (
                    SELECT 1 FROM pg_inherits a JOIN pg_index x ON x.indexrelid = a.inhrelid
@@ -228,27 +222,69 @@ impl Store {
         .bind(index.name)
         .fetch_all(self.pool())
         .await?;
-        let tag = index.name.strip_prefix(table.name).unwrap_or(index.name);
-        for partition in lacking {
-            let mut child = format!("{partition}{tag}");
-            child.truncate(63);
-            let started = Instant::now();
-            let mut tx = self.begin_build(&partition).await?;
-            sqlx::query(sqlx::AssertSqlSafe(
-                index.create_on_partition_statement(&partition, &child),
-            ))
+        Ok(lacking
+            .into_iter()
+            .map(|(partition, bytes)| Sort {
+                table,
+                index,
+                partition: Some(partition),
+                bytes,
+            })
+            .collect())
+    }
+
+    /// Runs one sort: `index` on its partition (as a plain unique index
+    /// for a key, made the key by [`Store::attach`]), or on an
+    /// unpartitioned table as it is declared.
+    async fn sort(&self, sort: Sort) -> Result<Sort> {
+        let started = Instant::now();
+        let (table, index) = (sort.table, sort.index);
+        let relation = sort.partition.as_deref().unwrap_or(table.name);
+        let mut tx = self.begin_build(relation).await?;
+        let statement = match &sort.partition {
+            Some(partition) => index.sort_on_partition_statement(table, partition),
+            None => index.create_statement(table),
+        };
+        // Names come from the table descriptions and the catalog.
+        sqlx::query(sqlx::AssertSqlSafe(statement))
             .execute(&mut *tx)
             .await
             .map_err(|e| built_key(e, table, index))?;
-            sqlx::query(sqlx::AssertSqlSafe(format!(
-                "ALTER INDEX {} ATTACH PARTITION {child}",
-                index.name
-            )))
-            .execute(&mut *tx)
+        tx.commit().await?;
+        tracing::info!(target: "indexer::store", index = index.name, relation, secs = started.elapsed().as_secs_f64(), "built lookup index");
+        Ok(sort)
+    }
+
+    /// Makes `index`'s sorted index on `partition` what the table's index
+    /// expects there (its key, for a key) and attaches it; one transaction.
+    async fn attach(&self, table: &Table, index: &LookupIndex, partition: &str) -> Result<()> {
+        let child = index.partition_index_name(table, partition);
+        let mut tx = self.pool().begin().await?;
+        if index.primary {
+            let is_key: bool = sqlx::query_scalar(
+                "SELECT EXISTS (SELECT 1 FROM pg_constraint
+                                WHERE conname = $1 AND conrelid = $2::regclass AND contype = 'p')",
+            )
+            .bind(&child)
+            .bind(partition)
+            .fetch_one(&mut *tx)
             .await?;
-            tx.commit().await?;
-            tracing::debug!(target: "indexer::store", index = child, secs = started.elapsed().as_secs_f64(), "built partition index");
+            if !is_key {
+                // Names come from the table descriptions and the catalog.
+                sqlx::query(sqlx::AssertSqlSafe(format!(
+                    "ALTER TABLE {partition} ADD CONSTRAINT {child} PRIMARY KEY USING INDEX {child}"
+                )))
+                .execute(&mut *tx)
+                .await?;
+            }
         }
+        sqlx::query(sqlx::AssertSqlSafe(format!(
+            "ALTER INDEX {} ATTACH PARTITION {child}",
+            index.name
+        )))
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
         Ok(())
     }
 

@@ -106,9 +106,27 @@ impl LookupIndex {
         self.create_on("ONLY ", table.name, self.name)
     }
 
-    /// The index `name` on one partition of its table.
-    pub fn create_on_partition_statement(&self, partition: &str, name: &str) -> String {
-        self.create_on("", partition, name)
+    /// Its name on `partition` of `table`: the partition's name and the
+    /// index's own suffix (`logs_p3` + `_pkey`), cut to 63 bytes as
+    /// PostgreSQL cuts identifiers.
+    pub fn partition_index_name(&self, table: &Table, partition: &str) -> String {
+        let tag = self.name.strip_prefix(table.name).unwrap_or(self.name);
+        let mut child = format!("{partition}{tag}");
+        child.truncate(63);
+        child
+    }
+
+    /// The sort of it on one partition, under the name
+    /// [`LookupIndex::partition_index_name`]: a key as a plain unique
+    /// index (made the partition's key afterwards, `USING INDEX`), so that
+    /// it takes only a share lock on the partition, as a lookup index does.
+    pub fn sort_on_partition_statement(&self, table: &Table, partition: &str) -> String {
+        let unique = if self.primary { "UNIQUE " } else { "" };
+        format!(
+            "CREATE {unique}INDEX IF NOT EXISTS {} ON {partition} ({})",
+            self.partition_index_name(table, partition),
+            self.columns
+        )
     }
 
     fn create_on(&self, only: &str, relation: &str, name: &str) -> String {

@@ -183,7 +183,34 @@ async fn big_tables_are_partitioned_by_block_range() {
     assert_eq!(per_partition().await, vec![(p0.clone(), 10)]);
     store.build_lookup_indexes().await.unwrap();
     assert!(store.missing_lookup_indexes().await.unwrap().is_empty());
-    assert_eq!(per_partition().await, vec![(p0, 10)]);
+    assert_eq!(per_partition().await, vec![(p0.clone(), 10)]);
+
+    // A build stopped after a key's sort, before it became the key: the
+    // next build makes the sorted index the partition's key and attaches it.
+    store.drop_lookup_indexes().await.unwrap();
+    sqlx::query(sqlx::AssertSqlSafe(format!(
+        "CREATE UNIQUE INDEX {p0}_pkey ON {p0} (block_number, tx_index)"
+    )))
+    .execute(&pool)
+    .await
+    .unwrap();
+    store.build_lookup_indexes().await.unwrap();
+    assert!(store.missing_lookup_indexes().await.unwrap().is_empty());
+    let key: (String, String) = sqlx::query_as(
+        "SELECT conname::text, pg_get_constraintdef(oid) FROM pg_constraint
+         WHERE conrelid = $1::regclass AND contype = 'p'",
+    )
+    .bind(&p0)
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert_eq!(
+        key,
+        (
+            format!("{p0}_pkey"),
+            "PRIMARY KEY (block_number, tx_index)".to_owned()
+        )
+    );
 }
 
 /// A database indexed before partitioning keeps its rows: the migration
