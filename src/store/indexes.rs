@@ -130,8 +130,7 @@ impl Store {
 
     /// The missing indexes in three steps. First each partitioned table's
     /// own index (`ON ONLY`, invalid until its partitions' are attached).
-    /// Then the sorts, side by side, as many at once as the pool has
-    /// connections besides the one holding the build lock, largest
+    /// Then the sorts, side by side ([`Store::builds_at_once`]), largest
     /// partition first: one `CREATE [UNIQUE] INDEX` per partition and
     /// index, each one PostgreSQL process, each holding only a share lock
     /// on its partition, which the others' do not wait for (a key is built
@@ -166,9 +165,7 @@ impl Store {
         // Largest first; of one partition, the lookup index (keys arrive in
         // heap order and sort fastest).
         sorts.sort_by_key(|s| (std::cmp::Reverse(s.bytes), s.index.primary));
-        let at_once = (self.pool().options().get_max_connections() as usize)
-            .saturating_sub(1)
-            .max(1);
+        let at_once = self.builds_at_once().await?;
         // Every sort runs to its end or its first error (none is cut off
         // mid-statement); then the first error is the answer.
         let sorted: Vec<Result<Sort>> =
@@ -193,6 +190,24 @@ impl Store {
             return Err(e);
         }
         Ok(missing)
+    }
+
+    /// How many sorts run at once: as many processes as the server lets
+    /// one index build use (`max_parallel_maintenance_workers`, 2 unless
+    /// its administrator says otherwise: here they are whole builds, not
+    /// workers of one), within the pool's connections besides the one
+    /// holding the build lock. Measured alone on the bench's tables on 2
+    /// cores (docs/performance.md): two at once took 6.7-7.9 s and
+    /// 11.5-13.2 s of CPU, three 8.2-10.7 s and 11.8-15.4 s, one after
+    /// another 12.5-15.0 s and 12.2-14.6 s.
+    async fn builds_at_once(&self) -> Result<usize> {
+        let workers: String =
+            sqlx::query_scalar("SELECT current_setting('max_parallel_maintenance_workers')")
+                .fetch_one(self.pool())
+                .await?;
+        let server = workers.trim().parse::<usize>().unwrap_or(0).max(1);
+        let pool = (self.pool().options().get_max_connections() as usize).saturating_sub(1);
+        Ok(server.min(pool).max(1))
     }
 
     /// The partitions of `table` that have no `index` attached, each a
