@@ -495,6 +495,32 @@ fn find_special_sse2(s: &[u8]) -> Option<usize> {
     find_special_bytewise(&s[at..]).map(|i| at + i)
 }
 
+/// Every one-byte corruption of `text` the reader's tests try: each byte
+/// replaced by each of `swaps`, each byte cut, every prefix, and a space
+/// put before each byte. `text` is ASCII.
+#[cfg(test)]
+pub(crate) fn corruptions(text: &str, swaps: &[u8]) -> Vec<String> {
+    let text = text.as_bytes();
+    let mut out: Vec<Vec<u8>> = Vec::new();
+    for at in 0..text.len() {
+        for &b in swaps {
+            let mut v = text.to_vec();
+            v[at] = b;
+            out.push(v);
+        }
+        let mut cut = text.to_vec();
+        cut.remove(at);
+        out.push(cut);
+        out.push(text[..at].to_vec());
+        let mut spaced = text.to_vec();
+        spaced.insert(at, b' ');
+        out.push(spaced);
+    }
+    out.into_iter()
+        .map(|v| String::from_utf8(v).expect("ASCII text"))
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -567,24 +593,7 @@ mod tests {
         let swaps = b"\"\\,:{}[] \n0xnlu\x01\x7f";
         let (mut tried, mut accepted) = (0, 0);
         for &i in &picks {
-            let text = txs[i].as_bytes();
-            let mut variants: Vec<Vec<u8>> = Vec::new();
-            for at in 0..text.len() {
-                for &b in swaps {
-                    let mut v = text.to_vec();
-                    v[at] = b;
-                    variants.push(v);
-                }
-                let mut cut = text.to_vec();
-                cut.remove(at);
-                variants.push(cut);
-                variants.push(text[..at].to_vec());
-                let mut spaced = text.to_vec();
-                spaced.insert(at, b' ');
-                variants.push(spaced);
-            }
-            for v in variants {
-                let v = String::from_utf8(v).expect("fixture text is ASCII");
+            for v in corruptions(&txs[i], swaps) {
                 tried += 1;
                 accepted += usize::from(check(&v));
             }
@@ -751,25 +760,9 @@ mod tests {
         let swaps = b"\"\\,:{}[] \n0xntf\x01";
         let (mut tried, mut accepted) = (0, 0);
         for text in &picks {
-            let text = text.as_bytes();
-            for at in 0..text.len() {
-                let mut variants: Vec<Vec<u8>> = swaps
-                    .iter()
-                    .map(|&b| {
-                        let mut v = text.to_vec();
-                        v[at] = b;
-                        v
-                    })
-                    .collect();
-                let mut cut = text.to_vec();
-                cut.remove(at);
-                variants.push(cut);
-                variants.push(text[..at].to_vec());
-                for v in variants {
-                    let v = String::from_utf8(v).expect("fixture text is ASCII");
-                    tried += 1;
-                    accepted += usize::from(check_receipt(&v));
-                }
+            for v in corruptions(text, swaps) {
+                tried += 1;
+                accepted += usize::from(check_receipt(&v));
             }
         }
         assert!(
