@@ -26,99 +26,93 @@ use super::tx::{WireAccessItem, WireAuth, WireTx};
 
 /// Reads `text` as one transaction object, or declines.
 pub(super) fn tx(text: &str) -> Option<WireTx<'_>> {
-    let mut c = Cursor {
-        text: text.as_bytes(),
-        at: 0,
-    };
-    let mut w = WireTx::default();
-    let mut seen = Seen(0);
-    c.object(|c, key| {
-        let (bit, slot) = match key {
-            b"hash" => (1 << 0, &mut w.hash),
-            b"type" => (1 << 1, &mut w.tx_type),
-            b"blockNumber" => (1 << 2, &mut w.block_number),
-            b"transactionIndex" => (1 << 3, &mut w.transaction_index),
-            b"chainId" => (1 << 4, &mut w.chain_id),
-            b"nonce" => (1 << 5, &mut w.nonce),
-            b"gasPrice" => (1 << 6, &mut w.gas_price),
-            b"maxPriorityFeePerGas" => (1 << 7, &mut w.max_priority_fee_per_gas),
-            b"maxFeePerGas" => (1 << 8, &mut w.max_fee_per_gas),
-            b"maxFeePerBlobGas" => (1 << 9, &mut w.max_fee_per_blob_gas),
-            b"gas" => (1 << 10, &mut w.gas),
-            b"to" => (1 << 11, &mut w.to),
-            b"value" => (1 << 12, &mut w.value),
-            // `data` is serde's alias of `input`: the same field.
-            b"input" | b"data" => (1 << 13, &mut w.input),
-            b"v" => (1 << 14, &mut w.v),
-            b"yParity" => (1 << 15, &mut w.y_parity),
-            b"r" => (1 << 16, &mut w.r),
-            b"s" => (1 << 17, &mut w.s),
-            b"from" => (1 << 18, &mut w.from),
-            b"blockHash" => (1 << 22, &mut w.block_hash),
-            b"accessList" => {
-                seen.first(1 << 19)?;
-                w.access_list = c.opt_array(access_item)?;
-                return Some(());
-            }
-            b"blobVersionedHashes" => {
-                seen.first(1 << 20)?;
-                w.blob_versioned_hashes = c.opt_array(Cursor::string)?;
-                return Some(());
-            }
-            b"authorizationList" => {
-                seen.first(1 << 21)?;
-                w.authorization_list = c.opt_array(authorization)?;
-                return Some(());
-            }
-            // Chain-specific fields are serde_json's to read (`chain_tx`).
-            _ if super::chain_tx::is_chain_key(key) => return None,
-            _ => return c.unknown(),
-        };
-        seen.first(bit)?;
-        *slot = c.opt_string()?;
-        Some(())
-    })?;
-    c.skip_ws();
-    (c.at == c.text.len()).then_some(w)
+    whole(text, |c| {
+        let mut w = WireTx::default();
+        let mut seen = Seen(0);
+        c.object(|c, key| {
+            let (bit, slot) = match key {
+                b"hash" => (1 << 0, &mut w.hash),
+                b"type" => (1 << 1, &mut w.tx_type),
+                b"blockNumber" => (1 << 2, &mut w.block_number),
+                b"transactionIndex" => (1 << 3, &mut w.transaction_index),
+                b"chainId" => (1 << 4, &mut w.chain_id),
+                b"nonce" => (1 << 5, &mut w.nonce),
+                b"gasPrice" => (1 << 6, &mut w.gas_price),
+                b"maxPriorityFeePerGas" => (1 << 7, &mut w.max_priority_fee_per_gas),
+                b"maxFeePerGas" => (1 << 8, &mut w.max_fee_per_gas),
+                b"maxFeePerBlobGas" => (1 << 9, &mut w.max_fee_per_blob_gas),
+                b"gas" => (1 << 10, &mut w.gas),
+                b"to" => (1 << 11, &mut w.to),
+                b"value" => (1 << 12, &mut w.value),
+                // `data` is serde's alias of `input`: the same field.
+                b"input" | b"data" => (1 << 13, &mut w.input),
+                b"v" => (1 << 14, &mut w.v),
+                b"yParity" => (1 << 15, &mut w.y_parity),
+                b"r" => (1 << 16, &mut w.r),
+                b"s" => (1 << 17, &mut w.s),
+                b"from" => (1 << 18, &mut w.from),
+                b"blockHash" => (1 << 22, &mut w.block_hash),
+                b"accessList" => {
+                    seen.first(1 << 19)?;
+                    w.access_list = c.opt_array(access_item)?;
+                    return Some(());
+                }
+                b"blobVersionedHashes" => {
+                    seen.first(1 << 20)?;
+                    w.blob_versioned_hashes = c.opt_array(Cursor::string)?;
+                    return Some(());
+                }
+                b"authorizationList" => {
+                    seen.first(1 << 21)?;
+                    w.authorization_list = c.opt_array(authorization)?;
+                    return Some(());
+                }
+                // Chain-specific fields are serde_json's to read (`chain_tx`).
+                _ if super::chain_tx::is_chain_key(key) => return None,
+                _ => return c.unknown(),
+            };
+            seen.first(bit)?;
+            *slot = c.opt_string()?;
+            Some(())
+        })?;
+        Some(w)
+    })
 }
 
 /// Reads `text` as one receipt object, or declines.
 pub(super) fn receipt(text: &str) -> Option<WireReceipt<'_>> {
-    let mut c = Cursor {
-        text: text.as_bytes(),
-        at: 0,
-    };
-    let mut w = WireReceipt::default();
-    let mut seen = Seen(0);
-    c.object(|c, key| {
-        let (bit, slot) = match key {
-            b"blockHash" => (1 << 0, &mut w.block_hash),
-            b"blockNumber" => (1 << 1, &mut w.block_number),
-            b"transactionHash" => (1 << 2, &mut w.transaction_hash),
-            b"transactionIndex" => (1 << 3, &mut w.transaction_index),
-            b"type" => (1 << 4, &mut w.tx_type),
-            b"status" => (1 << 5, &mut w.status),
-            b"root" => (1 << 6, &mut w.root),
-            b"logsBloom" => (1 << 7, &mut w.logs_bloom),
-            b"gasUsed" => (1 << 8, &mut w.gas_used),
-            b"cumulativeGasUsed" => (1 << 9, &mut w.cumulative_gas_used),
-            b"effectiveGasPrice" => (1 << 10, &mut w.effective_gas_price),
-            b"contractAddress" => (1 << 11, &mut w.contract_address),
-            b"depositNonce" => (1 << 12, &mut w.deposit_nonce),
-            b"depositReceiptVersion" => (1 << 13, &mut w.deposit_receipt_version),
-            b"logs" => {
-                seen.first(1 << 14)?;
-                w.logs = c.opt_array(log)?;
-                return Some(());
-            }
-            _ => return c.unknown(),
-        };
-        seen.first(bit)?;
-        *slot = c.opt_string()?;
-        Some(())
-    })?;
-    c.skip_ws();
-    (c.at == c.text.len()).then_some(w)
+    whole(text, |c| {
+        let mut w = WireReceipt::default();
+        let mut seen = Seen(0);
+        c.object(|c, key| {
+            let (bit, slot) = match key {
+                b"blockHash" => (1 << 0, &mut w.block_hash),
+                b"blockNumber" => (1 << 1, &mut w.block_number),
+                b"transactionHash" => (1 << 2, &mut w.transaction_hash),
+                b"transactionIndex" => (1 << 3, &mut w.transaction_index),
+                b"type" => (1 << 4, &mut w.tx_type),
+                b"status" => (1 << 5, &mut w.status),
+                b"root" => (1 << 6, &mut w.root),
+                b"logsBloom" => (1 << 7, &mut w.logs_bloom),
+                b"gasUsed" => (1 << 8, &mut w.gas_used),
+                b"cumulativeGasUsed" => (1 << 9, &mut w.cumulative_gas_used),
+                b"effectiveGasPrice" => (1 << 10, &mut w.effective_gas_price),
+                b"contractAddress" => (1 << 11, &mut w.contract_address),
+                b"depositNonce" => (1 << 12, &mut w.deposit_nonce),
+                b"depositReceiptVersion" => (1 << 13, &mut w.deposit_receipt_version),
+                b"logs" => {
+                    seen.first(1 << 14)?;
+                    w.logs = c.opt_array(log)?;
+                    return Some(());
+                }
+                _ => return c.unknown(),
+            };
+            seen.first(bit)?;
+            *slot = c.opt_string()?;
+            Some(())
+        })?;
+        Some(w)
+    })
 }
 
 fn log<'a>(c: &mut Cursor<'a>) -> Option<WireLog<'a>> {
@@ -158,44 +152,40 @@ pub(crate) type ReceiptList = (Option<u64>, Option<Vec<std::ops::Range<usize>>>)
 /// answer with an `error`, and lets serde_json read it. Accepts only text
 /// serde_json reads as the same answers with the same raw receipts.
 pub(crate) fn block_receipt_lists(text: &str) -> Option<Vec<ReceiptList>> {
-    let mut c = Cursor {
-        text: text.as_bytes(),
-        at: 0,
-    };
-    let lists = c.array(|c| {
-        let (mut id, mut result) = (None, None);
-        let mut seen = Seen(0);
-        c.object(|c, key| match key {
-            b"id" => {
-                seen.first(1)?;
-                id = match c.peek()? {
-                    b'n' => c.null().map(|()| None)?,
-                    _ => Some(c.u64()?),
-                };
-                Some(())
-            }
-            b"result" => {
-                seen.first(2)?;
-                result = c.opt_array(|c| {
-                    c.skip_ws();
-                    let start = c.at;
-                    c.skip_value(0)?;
-                    Some(start..c.at)
-                })?;
-                Some(())
-            }
-            // An error object is serde_json's to read (and the batch's
-            // failure); `null` is no error.
-            b"error" => {
-                seen.first(4)?;
-                c.null()
-            }
-            _ => c.skip_value(0),
-        })?;
-        Some((id, result))
-    })?;
-    c.skip_ws();
-    (c.at == c.text.len()).then_some(lists)
+    whole(text, |c| {
+        c.array(|c| {
+            let (mut id, mut result) = (None, None);
+            let mut seen = Seen(0);
+            c.object(|c, key| match key {
+                b"id" => {
+                    seen.first(1)?;
+                    id = match c.peek()? {
+                        b'n' => c.null().map(|()| None)?,
+                        _ => Some(c.u64()?),
+                    };
+                    Some(())
+                }
+                b"result" => {
+                    seen.first(2)?;
+                    result = c.opt_array(|c| {
+                        c.skip_ws();
+                        let start = c.at;
+                        c.skip_value(0)?;
+                        Some(start..c.at)
+                    })?;
+                    Some(())
+                }
+                // An error object is serde_json's to read (and the batch's
+                // failure); `null` is no error.
+                b"error" => {
+                    seen.first(4)?;
+                    c.null()
+                }
+                _ => c.skip_value(0),
+            })?;
+            Some((id, result))
+        })
+    })
 }
 
 /// Nesting a skipped value may have; deeper declines (serde_json stops at
@@ -244,6 +234,18 @@ fn authorization<'a>(c: &mut Cursor<'a>) -> Option<WireAuth<'a>> {
         Some(())
     })?;
     Some(a)
+}
+
+/// Reads all of `text` with `read`: declines where `read` does, or where
+/// anything but whitespace follows what it read.
+fn whole<'a, T>(text: &'a str, read: impl FnOnce(&mut Cursor<'a>) -> Option<T>) -> Option<T> {
+    let mut c = Cursor {
+        text: text.as_bytes(),
+        at: 0,
+    };
+    let out = read(&mut c)?;
+    c.skip_ws();
+    (c.at == c.text.len()).then_some(out)
 }
 
 /// Fields already read in one object, one bit each: serde_json rejects a
@@ -560,18 +562,25 @@ mod tests {
     }
 
     /// The contract: what the scan accepts, serde_json reads the same way.
-    fn check(text: &str) -> bool {
-        match tx(text) {
+    fn agrees<'a, T>(text: &'a str, scan: impl Fn(&'a str) -> Option<T>) -> bool
+    where
+        T: Deserialize<'a> + PartialEq + std::fmt::Debug,
+    {
+        match scan(text) {
             None => false,
             Some(fast) => {
                 assert_eq!(
-                    serde(text).ok(),
+                    serde_json::from_str::<T>(text).ok(),
                     Some(fast),
                     "scan and serde_json differ on {text:?}"
                 );
                 true
             }
         }
+    }
+
+    fn check(text: &str) -> bool {
+        agrees(text, tx)
     }
 
     #[test]
@@ -700,20 +709,8 @@ mod tests {
         serde_json::from_str(text)
     }
 
-    /// The contract for receipts: what the scan accepts, serde_json reads
-    /// the same way.
     fn check_receipt(text: &str) -> bool {
-        match receipt(text) {
-            None => false,
-            Some(fast) => {
-                assert_eq!(
-                    serde_receipt(text).ok(),
-                    Some(fast),
-                    "scan and serde_json differ on {text:?}"
-                );
-                true
-            }
-        }
+        agrees(text, receipt)
     }
 
     #[test]
