@@ -133,6 +133,22 @@ fn receipts_roots(text: &str) -> (B256, Bloom) {
     (ordered_root(&encodings), bloom)
 }
 
+/// The 50 contracts the bench's logs come from. Their addresses, like
+/// their event signatures, are hashes, as mainnet's are (CREATE addresses,
+/// topic0s), not small numbers: leading bytes are what PostgreSQL's sorts
+/// compare first (abbreviated keys), and 19 or 31 equal leading bytes would
+/// make every index build on `logs` compare whole values as no real chain
+/// does. `BENCH_SERVE` lists them for peers that index named contracts.
+fn contracts() -> Vec<[u8; 20]> {
+    (0..50u64)
+        .map(|k| {
+            keccak(&[b"bench contract", &k.to_be_bytes()])[12..]
+                .try_into()
+                .expect("20 bytes")
+        })
+        .collect()
+}
+
 /// The `eth_getBlockReceipts` answer for bench block `b` (renumbered):
 /// per transaction 0..=8 logs (4 on average), and how many logs in all.
 /// Each receipt agrees with its transaction (type, price paid, `from`,
@@ -148,18 +164,7 @@ fn receipts_text(b: &Value, salt: u64, logs_per_tx: usize, transfers: bool) -> (
         w
     };
     let transfer = keccak(&[b"Transfer(address,address,uint256)"]);
-    // Contract addresses and event signatures as mainnet's are: hashes
-    // (CREATE addresses, topic0s), not small numbers. Their leading bytes
-    // are what PostgreSQL's sorts compare first (abbreviated keys), so
-    // small numbers with 19 or 31 equal leading bytes would make every
-    // index build on `logs` compare whole values as no real chain does.
-    let contracts: Vec<[u8; 20]> = (0..50u64)
-        .map(|k| {
-            keccak(&[b"bench contract", &k.to_be_bytes()])[12..]
-                .try_into()
-                .expect("20 bytes")
-        })
-        .collect();
+    let contracts = contracts();
     let events: Vec<B256> = (0..20u64)
         .map(|k| keccak(&[format!("Event{k}(uint256)").as_bytes()]))
         .collect();
@@ -426,6 +431,7 @@ async fn run() -> anyhow::Result<()> {
         let info = json!({
             "url": server.url(), "first": 1, "last": blocks, "chain_id": 1,
             "txs": total_txs, "logs": expected_logs, "unrecoverable_senders": expected_null,
+            "contracts": contracts().iter().map(|a| hex0x(a)).collect::<Vec<_>>(),
         });
         std::fs::write(&file, info.to_string()).with_context(|| format!("BENCH_SERVE={file}"))?;
         eprintln!(

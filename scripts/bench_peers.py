@@ -100,7 +100,8 @@ def run_once(module, name, chain, postmaster, server_pid, round_no):
     psql(chain["pg"]("postgres"), f"CREATE DATABASE {db}")
     ctx = types.SimpleNamespace(
         rpc_url=chain["url"], first=chain["first"], last=chain["last"], chain_id=chain["chain_id"],
-        txs=chain["txs"], logs=chain["logs"], work=work, pg_url=chain["pg"](db),
+        txs=chain["txs"], logs=chain["logs"], contracts=chain["contracts"], work=work,
+        pg_url=chain["pg"](db),
         root=os.path.join(REPO, "target", "peers", name), repo=REPO, psql=psql, select=select,
     )
     argv, env, cwd = module.command(ctx)

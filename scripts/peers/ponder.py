@@ -1,7 +1,7 @@
 """Ponder (ponder.sh) as a peer of scripts/bench_peers.py.
 
 Ponder 0.16.10 is the newest release that runs on Node.js 20 (0.17 needs Node >= 22). The app in
-scripts/peers/ponder/ indexes the ERC-20 Transfer events of the chain's 50 contracts into a
+scripts/peers/ponder/ indexes the ERC-20 Transfer events of the chain's 50 contracts (the server's list) into a
 PostgreSQL table `transfer` (one row per log, with the sender of its transaction). Ponder runs
 the TypeScript itself (vite-node); nothing is compiled beforehand.
 
@@ -88,6 +88,7 @@ def command(ctx):
         "PONDER_RPC_URL": ctx.rpc_url,
         "PONDER_START_BLOCK": str(ctx.first),
         "PONDER_END_BLOCK": str(ctx.last),
+        "PONDER_CONTRACTS": ",".join(ctx.contracts),
         "NODE_ENV": "production",
     }
     return argv, env, app

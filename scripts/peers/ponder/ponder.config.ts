@@ -24,10 +24,10 @@ function env(name: string): string {
   return value;
 }
 
-const addresses = Array.from(
-  { length: 50 },
-  (_, k) => `0x${k.toString(16).padStart(40, "0")}` as `0x${string}`,
-);
+// The chain's contracts, as the bench server lists them (its "contracts").
+const addresses = env("PONDER_CONTRACTS")
+  .split(",")
+  .map((a) => a as `0x${string}`);
 
 export default createConfig({
   database: { kind: "postgres", connectionString: env("DATABASE_URL") },
