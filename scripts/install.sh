@@ -8,6 +8,8 @@
 #     found. Its service is NOT started: the tests and the demo run their own
 #     cluster. As root they also need the `postgres` system user, which that
 #     package creates.
+#   - make and a C compiler (Debian `make gcc`), only if missing: the
+#     binary's allocator (tikv-jemallocator) builds jemalloc from C.
 #   - node/npm (Debian `nodejs npm`), to fetch the pinned tools.
 #   - anvil + cast, pinned exactly in tools/package.json and
 #     tools/package-lock.json, installed into .tools/ (gitignored).
@@ -61,6 +63,15 @@ if [ -n "$need_pg" ]; then
   else
     apt_install postgresql
   fi
+fi
+
+# --- make and cc, for jemalloc's C build ------------------------------------
+c_tools=()
+command -v make >/dev/null 2>&1 || c_tools+=(make)
+command -v cc >/dev/null 2>&1 || c_tools+=(gcc libc6-dev)
+if [ "${#c_tools[@]}" -gt 0 ]; then
+  log "installing ${c_tools[*]} (jemalloc builds from C)"
+  apt_install "${c_tools[@]}"
 fi
 
 # --- anvil and cast (pinned, from npm) -------------------------------------
