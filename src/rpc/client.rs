@@ -276,12 +276,12 @@ impl RpcClient {
                 }
             }
         }
-        if !ok.is_empty() {
-            if let Some((f, lease)) = failure.take() {
-                self.pool.failed(&lease, &f);
-                let error = self.scrub(&f.to_string());
-                warn!(target: TARGET, endpoint = lease.ep.scrub.endpoint(), method, error, "endpoint failed; using the others");
-            }
+        if !ok.is_empty()
+            && let Some((f, lease)) = failure.take()
+        {
+            self.pool.failed(&lease, &f);
+            let error = self.scrub(&f.to_string());
+            warn!(target: TARGET, endpoint = lease.ep.scrub.endpoint(), method, error, "endpoint failed; using the others");
         }
         (ok, failure)
     }

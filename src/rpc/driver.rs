@@ -171,14 +171,15 @@ fn weigh(
     // Nothing has ever answered: after one quick retry (a node still
     // starting), a wrong URL is said at once, not after the whole retry
     // budget.
-    if let Failure::Unreachable(cause) = &failure {
-        if !client.answered.load(Relaxed) && tries.failures >= FIRST_CONTACT_RETRIES {
-            return Err(RpcError::Unreachable {
-                endpoints: client.names.clone(),
-                subject,
-                cause: client.scrub(cause),
-            });
-        }
+    if let Failure::Unreachable(cause) = &failure
+        && !client.answered.load(Relaxed)
+        && tries.failures >= FIRST_CONTACT_RETRIES
+    {
+        return Err(RpcError::Unreachable {
+            endpoints: client.names.clone(),
+            subject,
+            cause: client.scrub(cause),
+        });
     }
     let throttled = failure.throttled().is_some();
     let spent = if throttled {

@@ -127,12 +127,11 @@ pub(crate) fn limit(f: &Failure) -> Option<Limit> {
         return Some(Limit::Suggested(a, b));
     }
     // reth: "query exceeds max results 20000, retry with the range 100-200".
-    if let Some(rest) = after(m, "retry with the range ") {
-        if let Some((a, b)) = rest.split_once('-') {
-            if let (Some(a), Some(b)) = (leading_number(a), leading_number(b)) {
-                return Some(Limit::Suggested(a, b));
-            }
-        }
+    if let Some(rest) = after(m, "retry with the range ")
+        && let Some((a, b)) = rest.split_once('-')
+        && let (Some(a), Some(b)) = (leading_number(a), leading_number(b))
+    {
+        return Some(Limit::Suggested(a, b));
     }
     // QuickNode "eth_getLogs is limited to a 10,000 range", BlockPI
     // "eth_getLogs is limited to 1024 block range", reth "query exceeds max

@@ -553,14 +553,14 @@ impl Store {
             .number
             .checked_sub(1)
             .filter(|p| lease.is_none_or(|l| *p >= l.first));
-        if let Some(parent) = below.and_then(|p| stored.get(&p)) {
-            if parent[..] != first.parent_hash[..] {
-                return Ok(Written::ParentMismatch {
-                    number: first.number,
-                    parent: first.parent_hash,
-                    stored: to_b256(parent.clone()),
-                });
-            }
+        if let Some(parent) = below.and_then(|p| stored.get(&p))
+            && parent[..] != first.parent_hash[..]
+        {
+            return Ok(Written::ParentMismatch {
+                number: first.number,
+                parent: first.parent_hash,
+                stored: to_b256(parent.clone()),
+            });
         }
         let mut outcome = WriteOutcome::default();
         let mut replaced = Vec::new();

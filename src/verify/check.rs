@@ -112,18 +112,17 @@ pub fn check(block: Unchecked, rules: &Rules<'_>) -> Result<Checked, Rejection> 
         };
         if let (Ok(sender), Some(from), SenderSource::Recovered) =
             (&t.recovered.sender, t.tx.from, t.recovered.source)
+            && *sender != from
         {
-            if *sender != from {
-                if rules.strict {
-                    return Err(Rejection::Refused(format!(
-                        "block {n} tx {}: recovered sender {} differs from the node's from {} (--strict)",
-                        hex0x(&hash),
-                        hex0x(sender),
-                        hex0x(&from)
-                    )));
-                }
-                from_mismatches.push(i);
+            if rules.strict {
+                return Err(Rejection::Refused(format!(
+                    "block {n} tx {}: recovered sender {} differs from the node's from {} (--strict)",
+                    hex0x(&hash),
+                    hex0x(sender),
+                    hex0x(&from)
+                )));
             }
+            from_mismatches.push(i);
         }
     }
     let mut verified = rules.level;

@@ -444,49 +444,50 @@ fn check_tx(header: &BlockHeader, i: usize, p: &TxParts<'_>) -> Result<(), Failu
     // A legacy transaction's `chainId` and `yParity` are not hashed: when
     // `v` encodes a chain (EIP-155) they must repeat what it says. (Before
     // EIP-155 nodes send all sorts of `chainId`; it is not stored.)
-    if let (0, Some(v)) = (tx.tx_type, tx.v) {
-        if let Some(id) = Tx::eip155_chain_id(&v) {
-            if let Some(c) = tx.chain_id.filter(|c| *c != id) {
-                return Err(Failure::new(
-                    n,
-                    at("chainId"),
-                    c.to_decimal(),
-                    format!("v gives chain {}", id.to_decimal()),
-                ));
-            }
-            let parity = U256::from_u64(u64::from(1 - (v.0[31] & 1)));
-            if let Some(p) = tx.y_parity.filter(|p| *p != parity) {
-                return Err(Failure::new(
-                    n,
-                    at("yParity"),
-                    p.to_decimal(),
-                    format!("v gives {}", parity.to_decimal()),
-                ));
-            }
+    if let (0, Some(v)) = (tx.tx_type, tx.v)
+        && let Some(id) = Tx::eip155_chain_id(&v)
+    {
+        if let Some(c) = tx.chain_id.filter(|c| *c != id) {
+            return Err(Failure::new(
+                n,
+                at("chainId"),
+                c.to_decimal(),
+                format!("v gives chain {}", id.to_decimal()),
+            ));
+        }
+        let parity = U256::from_u64(u64::from(1 - (v.0[31] & 1)));
+        if let Some(p) = tx.y_parity.filter(|p| *p != parity) {
+            return Err(Failure::new(
+                n,
+                at("yParity"),
+                p.to_decimal(),
+                format!("v gives {}", parity.to_decimal()),
+            ));
         }
     }
     // A typed transaction's `v` is not hashed: it must repeat `yParity`.
-    if let (true, Some(v), Some(p)) = (tx.tx_type != 0, tx.v, tx.y_parity) {
-        if v != p {
-            return Err(Failure::new(
-                n,
-                at("v"),
-                v.to_decimal(),
-                format!("yParity is {}", p.to_decimal()),
-            ));
-        }
+    if let (true, Some(v), Some(p)) = (tx.tx_type != 0, tx.v, tx.y_parity)
+        && v != p
+    {
+        return Err(Failure::new(
+            n,
+            at("v"),
+            v.to_decimal(),
+            format!("yParity is {}", p.to_decimal()),
+        ));
     }
     // The fee-market transactions' `gasPrice` is not hashed either: it is
     // the price paid, min(maxFeePerGas, baseFee + maxPriorityFeePerGas).
-    if let (Some(paid), Some(expected)) = (tx.gas_price, effective_price(header, tx, true)) {
-        if tx.tx_type >= 2 && paid != expected {
-            return Err(Failure::new(
-                n,
-                at("gasPrice"),
-                paid.to_decimal(),
-                format!("its fees and the base fee give {}", expected.to_decimal()),
-            ));
-        }
+    if let (Some(paid), Some(expected)) = (tx.gas_price, effective_price(header, tx, true))
+        && tx.tx_type >= 2
+        && paid != expected
+    {
+        return Err(Failure::new(
+            n,
+            at("gasPrice"),
+            paid.to_decimal(),
+            format!("its fees and the base fee give {}", expected.to_decimal()),
+        ));
     }
     Ok(())
 }
@@ -568,15 +569,14 @@ fn check_receipts(
         if let (Some(paid), Some(expected)) = (
             r.effective_gas_price,
             effective_price(header, p.tx, scope.tips_paid),
-        ) {
-            if paid != expected {
-                return Err(Failure::new(
-                    n,
-                    format!("receipt {i} effectiveGasPrice"),
-                    paid.to_decimal(),
-                    format!("the transaction's fees give {}", expected.to_decimal()),
-                ));
-            }
+        ) && paid != expected
+        {
+            return Err(Failure::new(
+                n,
+                format!("receipt {i} effectiveGasPrice"),
+                paid.to_decimal(),
+                format!("the transaction's fees give {}", expected.to_decimal()),
+            ));
         }
         if let Some(node) = r.contract_address {
             // An OP deposit's own nonce field is not signed; from Regolith

@@ -34,11 +34,11 @@ pub async fn link(
         return Ok(out);
     }
     let mut anchors = verify.trusted_blocks.clone();
-    if !anchors.iter().any(|a| a.number == 0) && (from == 0 || sink.block_hash(0).await?.is_some())
+    if !anchors.iter().any(|a| a.number == 0)
+        && (from == 0 || sink.block_hash(0).await?.is_some())
+        && let Some(g) = builtin_genesis(source.chain_id().await?)
     {
-        if let Some(g) = builtin_genesis(source.chain_id().await?) {
-            anchors.push(g);
-        }
+        anchors.push(g);
     }
     if anchors.is_empty() {
         tracing::info!(target: "indexer::verify", "no trust anchor: blocks are verified against their own contents and each other; give --trusted-block N:0xHASH to link them to a block you trust");
@@ -59,17 +59,16 @@ pub async fn link(
             );
         }
         if inside {
-            if stored.is_none() {
-                if let Some(h) = source.header(a.number).await? {
-                    if h.hash != a.hash {
-                        bail!(
-                            "block {}: the node's block hash is {}, but {}; refusing to index a chain that does not lead to it (check the RPC endpoint, or the trusted block)",
-                            a.number,
-                            hex0x(&h.hash),
-                            a.describe()
-                        );
-                    }
-                }
+            if stored.is_none()
+                && let Some(h) = source.header(a.number).await?
+                && h.hash != a.hash
+            {
+                bail!(
+                    "block {}: the node's block hash is {}, but {}; refusing to index a chain that does not lead to it (check the RPC endpoint, or the trusted block)",
+                    a.number,
+                    hex0x(&h.hash),
+                    a.describe()
+                );
             }
             out.insert(a.number, a.hash, a.describe());
             linked.push(a);

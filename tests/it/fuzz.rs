@@ -173,10 +173,10 @@ fn exercise(tx: &Tx) {
     ACCEPTED.with(|a| a.fetch_add(1, Relaxed));
     let hash = tx.signing_hash();
     assert_eq!(hash, tx.signing_hash(), "signing hash is deterministic");
-    if let Ok(enc) = tx.signed_encoding() {
-        if tx.tx_type != 0 {
-            assert_eq!(enc.first(), Some(&tx.tx_type), "typed envelope");
-        }
+    if let Ok(enc) = tx.signed_encoding()
+        && tx.tx_type != 0
+    {
+        assert_eq!(enc.first(), Some(&tx.tx_type), "typed envelope");
     }
     let a = recover_tx(tx);
     let b = recover_tx(tx);

@@ -102,10 +102,10 @@ fn sweep_dead_runs() {
             .and_then(|n| n.strip_prefix(DIR_PREFIX))
             .and_then(|rest| rest.split('-').next())
             .and_then(|pid| pid.parse::<i32>().ok());
-        if let Some(pid) = pid {
-            if kill(Pid::from_raw(pid), None) == Err(Errno::ESRCH) {
-                let _ = fs::remove_dir_all(entry.path());
-            }
+        if let Some(pid) = pid
+            && kill(Pid::from_raw(pid), None) == Err(Errno::ESRCH)
+        {
+            let _ = fs::remove_dir_all(entry.path());
         }
     }
 }
