@@ -22,6 +22,8 @@
 //! * `receipts`: receipts and logs belong to their block and transaction.
 //! * `header`: the block hash rebuilt for the header's fork and seal.
 //! * `roots`: the ordered tries and the receipt and withdrawal encodings.
+//! * `trie`, `keccak4`: the ordered trie's root, its leaves hashed four at a
+//!   time.
 //! * `anchors`: trusted blocks, given and built in.
 //! * `trust`: linking a run to its anchors before it writes anything; the
 //!   only part that reads, through the [`Source`](crate::source::Source)
@@ -35,8 +37,10 @@ mod anchors;
 mod authorizations;
 mod check;
 mod header;
+mod keccak4;
 mod receipts;
 mod roots;
+mod trie;
 mod trust;
 
 pub use anchors::{Anchor, AnchorOrigin, Anchors, builtin_genesis};

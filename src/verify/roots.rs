@@ -3,8 +3,9 @@
 //! encoding, the receipts trie from each receipt's consensus encoding
 //! (status or pre-Byzantium state root, cumulative gas, bloom, logs; typed
 //! receipts prefixed with their type), and the withdrawals trie. The tries
-//! are `alloy-trie`'s, as reth's; the encodings are built here with
-//! `alloy-rlp`. Pure; no I/O.
+//! are built in `trie` (leaves hashed together, four at a time where the
+//! CPU can; tests compare it with `alloy-trie`'s builder); the encodings
+//! are built here with `alloy-rlp`. Pure; no I/O.
 
 use alloy_rlp::{BufMut, EMPTY_STRING_CODE, Encodable, Header};
 
@@ -13,7 +14,7 @@ use crate::decode::{B256, Bloom, BloomCache, Log, Receipt, Withdrawal};
 /// The root of the ordered trie (key: RLP of the index) of `items`, each
 /// already encoded.
 pub fn ordered_root<T: AsRef<[u8]>>(items: &[T]) -> B256 {
-    alloy_trie::root::ordered_trie_root_encoded(items).0
+    super::trie::ordered_root(items)
 }
 
 /// A receipt as the receipts trie holds it, and its bloom: the node's own
