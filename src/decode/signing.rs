@@ -342,8 +342,9 @@ impl Authorization {
 /// Keccak-256 of `parts`, one after the other: the one keccak of the
 /// project (hashes, senders, signing hashes, blooms), on alloy's hasher,
 /// which with its `asm-keccak` feature runs XKCP's assembly. The tries'
-/// leaves are the exception: `verify::keccak4` hashes them four at a time
-/// where the CPU has AVX2, and with this same hasher where it does not.
+/// leaves and the transaction hashes verification checks are the
+/// exception: `verify::keccak4` hashes them four at a time where the CPU
+/// has AVX2, and with this same hasher where it does not.
 pub fn keccak(parts: &[&[u8]]) -> B256 {
     let mut h = alloy_primitives::Keccak256::new();
     for p in parts {

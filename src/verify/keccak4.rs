@@ -2,8 +2,8 @@
 //! AVX2, four Keccak-f[1600] states live side by side in 256-bit registers
 //! and one permutation advances all four; elsewhere each input is hashed
 //! alone by the scalar Keccak (XKCP's assembly, through alloy). Used for
-//! the leaves of the ordered tries, which are most of the keccak a block's
-//! verification does. The result never depends on which path ran (tests
+//! the leaves of the ordered tries and the transactions' hashes, most of
+//! the keccak a block's verification does. The result never depends on which path ran (tests
 //! compare them); this file must not decide what is hashed.
 
 use crate::decode::B256;

@@ -13,7 +13,7 @@
 //! fetching the block again can help. What to do about it (fetch the block
 //! again, stop the run) is the pipeline's. The checks are pure: values in,
 //! a rejection out; they fetch nothing and write nothing. The
-//! per-transaction and per-receipt encodings ([`tx_proof`],
+//! per-transaction and per-receipt encodings ([`tx_proofs`],
 //! [`receipt_proof`]) are computed on the recovery threads, beside
 //! decoding, and handed in with the block.
 //!
@@ -22,8 +22,8 @@
 //! * `receipts`: receipts and logs belong to their block and transaction.
 //! * `header`: the block hash rebuilt for the header's fork and seal.
 //! * `roots`: the ordered tries and the receipt and withdrawal encodings.
-//! * `trie`, `keccak4`: the ordered trie's root, its leaves hashed four at a
-//!   time.
+//! * `trie`: the ordered trie's root; `keccak4`: Keccak of many inputs,
+//!   four at a time (the tries' leaves, the transactions' hashes).
 //! * `anchors`: trusted blocks, given and built in.
 //! * `trust`: linking a run to its anchors before it writes anything; the
 //!   only part that reads, through the [`Source`](crate::source::Source)
@@ -189,13 +189,26 @@ pub struct TxProof {
     pub encoding: Vec<u8>,
 }
 
-/// `tx`'s signed encoding and hash.
-pub fn tx_proof(tx: &Tx) -> Result<TxProof, PayloadError> {
-    let encoding = tx.signed_encoding()?;
-    Ok(TxProof {
-        hash: keccak(&[&encoding]),
-        encoding,
-    })
+/// The transactions' proofs, from their signed encodings (made beside
+/// decoding, `Tx::signed_encoding`): all of a job's hashed together, four
+/// at a time where the CPU can, the same hashes as one by one.
+pub fn tx_proofs(
+    encodings: Vec<Result<Vec<u8>, PayloadError>>,
+) -> Vec<Result<TxProof, PayloadError>> {
+    let inputs: Vec<&[u8]> = encodings.iter().flatten().map(Vec::as_slice).collect();
+    let mut hashes = vec![[0u8; 32]; inputs.len()];
+    keccak4::keccak256_many(&inputs, &mut hashes);
+    let mut hashes = hashes.into_iter();
+    encodings
+        .into_iter()
+        .map(|e| {
+            e.map(|encoding| TxProof {
+                // One hash per encoding, in order.
+                hash: hashes.next().unwrap_or_default(),
+                encoding,
+            })
+        })
+        .collect()
 }
 
 /// A receipt's consensus encoding and the bloom of its logs.
