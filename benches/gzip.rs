@@ -27,25 +27,10 @@ mod rpc_server;
 use std::sync::Arc;
 
 use futures::StreamExt;
-use nix::libc;
 use rpc_server::RpcServer;
 use sender_indexer::config::Settings;
 use sender_indexer::rpc::RpcClient;
 use serde_json::{Value, json};
-
-/// CPU seconds of the calling thread.
-fn thread_cpu_secs() -> f64 {
-    // SAFETY: getrusage writes into the struct it is given.
-    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
-    unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut ru) };
-    let secs = |tv: libc::timeval| tv.tv_sec as f64 + tv.tv_usec as f64 / 1e6;
-    secs(ru.ru_utime) + secs(ru.ru_stime)
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
-}
 
 fn main() -> anyhow::Result<()> {
     let rounds = common::env_usize("BENCH_ROUNDS", 15);
@@ -99,7 +84,7 @@ fn main() -> anyhow::Result<()> {
             cfg.batch_size = (blocks as usize).try_into()?;
             let rpc = Arc::new(RpcClient::new(cfg)?.with_logs(&defaults.logs));
             let (_, wire0, _, nanos0) = server.wire();
-            let cpu0 = thread_cpu_secs();
+            let cpu0 = common::thread_cpu_secs();
             let txs = rt.block_on(async {
                 let mut txs = 0;
                 for _ in 0..passes {
@@ -116,7 +101,7 @@ fn main() -> anyhow::Result<()> {
                 }
                 anyhow::Ok(txs)
             })?;
-            let cpu = thread_cpu_secs() - cpu0;
+            let cpu = common::thread_cpu_secs() - cpu0;
             let (_, wire1, _, nanos1) = server.wire();
             anyhow::ensure!(txs > 0, "no transactions fetched");
             let n = (blocks * passes) as f64;
@@ -134,15 +119,15 @@ fn main() -> anyhow::Result<()> {
         "{} blocks with receipts x {passes} passes, {rounds} rounds, medians per block:",
         blocks
     );
-    let plain_cpu = median(results[0].iter().map(|r| r.0).collect());
-    let plain_wire = median(results[0].iter().map(|r| r.1).collect());
+    let plain_cpu = common::median(results[0].iter().map(|r| r.0).collect());
+    let plain_wire = common::median(results[0].iter().map(|r| r.1).collect());
     let rows: Vec<Vec<String>> = ["plain", "gzip"]
         .iter()
         .zip(&results)
         .map(|(name, r)| {
-            let cpu = median(r.iter().map(|x| x.0).collect());
-            let wire = median(r.iter().map(|x| x.1).collect());
-            let server = median(r.iter().map(|x| x.2).collect());
+            let cpu = common::median(r.iter().map(|x| x.0).collect());
+            let wire = common::median(r.iter().map(|x| x.1).collect());
+            let server = common::median(r.iter().map(|x| x.2).collect());
             vec![
                 name.to_string(),
                 format!("{:.0}", wire / 1024.0),

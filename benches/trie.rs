@@ -18,22 +18,8 @@
 
 mod common;
 
-use nix::libc;
 use sender_indexer::decode::{BloomCache, Receipt, Tx};
 use sender_indexer::verify::{ordered_root, receipt_encoding};
-
-fn thread_cpu_secs() -> f64 {
-    // SAFETY: getrusage writes into the struct it is given.
-    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
-    unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut ru) };
-    let secs = |tv: libc::timeval| tv.tv_sec as f64 + tv.tv_usec as f64 / 1e6;
-    secs(ru.ru_utime) + secs(ru.ru_stime)
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
-}
 
 fn tx_encodings(block: &serde_json::Value) -> Vec<Vec<u8>> {
     block["transactions"]
@@ -94,7 +80,7 @@ fn main() -> anyhow::Result<()> {
     let mut sink = 0u8;
     for round in 0..=rounds {
         for which in 0..2 {
-            let t0 = thread_cpu_secs();
+            let t0 = common::thread_cpu_secs();
             for _ in 0..passes {
                 for (_, l) in &tries {
                     sink ^= if which == 0 {
@@ -104,14 +90,14 @@ fn main() -> anyhow::Result<()> {
                     };
                 }
             }
-            let ns = (thread_cpu_secs() - t0) * 1e9 / (passes * leaves) as f64;
+            let ns = (common::thread_cpu_secs() - t0) * 1e9 / (passes * leaves) as f64;
             // Round 0 warms the caches and is not counted.
             if round > 0 {
                 [&mut ours, &mut alloy][which].push(ns);
             }
         }
     }
-    let (o, a) = (median(ours), median(alloy));
+    let (o, a) = (common::median(ours), common::median(alloy));
     println!("| builder | CPU ns per leaf (median) |");
     println!("|---|---|");
     println!("| verify::ordered_root (ours) | {o:.0} |");

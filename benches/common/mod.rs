@@ -338,6 +338,20 @@ pub fn self_cpu_secs() -> f64 {
     timeval_secs(ru.ru_utime) + timeval_secs(ru.ru_stime)
 }
 
+/// CPU seconds (user + system) the calling thread has used so far.
+pub fn thread_cpu_secs() -> f64 {
+    // SAFETY: as in run_child.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut ru) };
+    timeval_secs(ru.ru_utime) + timeval_secs(ru.ru_stime)
+}
+
+/// The median of `values` (of the two middle ones for an even count, their
+/// mean).
+pub fn median(values: Vec<f64>) -> f64 {
+    Timing { rounds: values }.median()
+}
+
 /// A count from the environment, for quick or thorough runs.
 pub fn env_usize(name: &str, default: usize) -> usize {
     match std::env::var(name) {

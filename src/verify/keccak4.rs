@@ -100,6 +100,40 @@ mod avx2 {
         0x8000000080008008,
     ];
 
+    /// ρ and π: `b[y, 2x + 3y] = rot(a[x, y], r[x, y])`, with the
+    /// rotation `$rot!` of each instruction set.
+    macro_rules! rho_pi {
+        ($a:ident, $rot:ident) => {
+            [
+                $rot!($a[0], 0),
+                $rot!($a[6], 44),
+                $rot!($a[12], 43),
+                $rot!($a[18], 21),
+                $rot!($a[24], 14),
+                $rot!($a[3], 28),
+                $rot!($a[9], 20),
+                $rot!($a[10], 3),
+                $rot!($a[16], 45),
+                $rot!($a[22], 61),
+                $rot!($a[1], 1),
+                $rot!($a[7], 6),
+                $rot!($a[13], 25),
+                $rot!($a[19], 8),
+                $rot!($a[20], 18),
+                $rot!($a[4], 27),
+                $rot!($a[5], 36),
+                $rot!($a[11], 10),
+                $rot!($a[17], 15),
+                $rot!($a[23], 56),
+                $rot!($a[2], 62),
+                $rot!($a[8], 55),
+                $rot!($a[14], 39),
+                $rot!($a[15], 41),
+                $rot!($a[21], 2),
+            ]
+        };
+    }
+
     #[inline(always)]
     unsafe fn rotl<const L: i32, const R: i32>(x: __m256i) -> __m256i {
         unsafe { _mm256_or_si256(_mm256_slli_epi64::<L>(x), _mm256_srli_epi64::<R>(x)) }
@@ -132,34 +166,7 @@ mod avx2 {
                         a[x + 5 * y] = _mm256_xor_si256(a[x + 5 * y], d);
                     }
                 }
-                // ρ and π: b[y, 2x + 3y] = rot(a[x, y], r[x, y]).
-                let b: [__m256i; 25] = [
-                    rot!(a[0], 0),
-                    rot!(a[6], 44),
-                    rot!(a[12], 43),
-                    rot!(a[18], 21),
-                    rot!(a[24], 14),
-                    rot!(a[3], 28),
-                    rot!(a[9], 20),
-                    rot!(a[10], 3),
-                    rot!(a[16], 45),
-                    rot!(a[22], 61),
-                    rot!(a[1], 1),
-                    rot!(a[7], 6),
-                    rot!(a[13], 25),
-                    rot!(a[19], 8),
-                    rot!(a[20], 18),
-                    rot!(a[4], 27),
-                    rot!(a[5], 36),
-                    rot!(a[11], 10),
-                    rot!(a[17], 15),
-                    rot!(a[23], 56),
-                    rot!(a[2], 62),
-                    rot!(a[8], 55),
-                    rot!(a[14], 39),
-                    rot!(a[15], 41),
-                    rot!(a[21], 2),
-                ];
+                let b: [__m256i; 25] = rho_pi!(a, rot);
                 // χ
                 for y in 0..5 {
                     for x in 0..5 {
@@ -201,33 +208,7 @@ mod avx2 {
                     a[x + 5 * y] = _mm256_ternarylogic_epi64::<XOR3>(a[x + 5 * y], left, right);
                 }
             }
-            let b: [__m256i; 25] = [
-                rot!(a[0], 0),
-                rot!(a[6], 44),
-                rot!(a[12], 43),
-                rot!(a[18], 21),
-                rot!(a[24], 14),
-                rot!(a[3], 28),
-                rot!(a[9], 20),
-                rot!(a[10], 3),
-                rot!(a[16], 45),
-                rot!(a[22], 61),
-                rot!(a[1], 1),
-                rot!(a[7], 6),
-                rot!(a[13], 25),
-                rot!(a[19], 8),
-                rot!(a[20], 18),
-                rot!(a[4], 27),
-                rot!(a[5], 36),
-                rot!(a[11], 10),
-                rot!(a[17], 15),
-                rot!(a[23], 56),
-                rot!(a[2], 62),
-                rot!(a[8], 55),
-                rot!(a[14], 39),
-                rot!(a[15], 41),
-                rot!(a[21], 2),
-            ];
+            let b: [__m256i; 25] = rho_pi!(a, rot);
             for y in 0..5 {
                 for x in 0..5 {
                     a[x + 5 * y] = _mm256_ternarylogic_epi64::<CHI>(
