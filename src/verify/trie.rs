@@ -151,9 +151,10 @@ fn leaf_depths(keys: &[Key], depth: usize, out: &mut Vec<(usize, usize)>) {
     walk(keys, 0, depth, out);
 }
 
-/// Hex-prefix encoding of `nibbles` (Yellow Paper, appendix C), as an RLP
-/// string.
-fn encode_path(nibbles: &[u8], leaf: bool, out: &mut Vec<u8>) {
+/// Hex-prefix encoding of `nibbles` (Yellow Paper, appendix C): the flag
+/// and, for an odd count, the first nibble in one byte, then the rest
+/// packed two to a byte. Returns the buffer and how much of it is used.
+fn hex_prefix(nibbles: &[u8], leaf: bool) -> ([u8; 10], usize) {
     let mut hp = [0u8; 10];
     let flag = if leaf { 2 } else { 0 };
     let odd = nibbles.len() % 2;
@@ -166,7 +167,7 @@ fn encode_path(nibbles: &[u8], leaf: bool, out: &mut Vec<u8>) {
     for (j, pair) in rest.chunks(2).enumerate() {
         hp[1 + j] = pair[0] << 4 | pair[1];
     }
-    encode_string(&hp[..1 + rest.len() / 2], out);
+    (hp, 1 + rest.len() / 2)
 }
 
 fn string_len(s: &[u8]) -> usize {
@@ -192,15 +193,14 @@ fn encode_string(s: &[u8], out: &mut Vec<u8>) {
 
 /// A leaf node: `[hex-prefix(rest of key, leaf), value]`.
 fn encode_leaf(key: &Key, depth: usize, value: &[u8], out: &mut Vec<u8>) {
-    let path = &key.path()[depth..];
-    let mut hp = Vec::with_capacity(8);
-    encode_path(path, true, &mut hp);
+    let (hp, len) = hex_prefix(&key.path()[depth..], true);
+    let hp = &hp[..len];
     Header {
         list: true,
-        payload_length: hp.len() + string_len(value),
+        payload_length: string_len(hp) + string_len(value),
     }
     .encode(out);
-    out.extend_from_slice(&hp);
+    encode_string(hp, out);
     encode_string(value, out);
 }
 
@@ -272,7 +272,8 @@ fn node(keys: &[Key], depth: usize, refs: &[NodeRef], buf: &[u8], next_leaf: &mu
         return branch;
     }
     let mut payload = Vec::with_capacity(40);
-    encode_path(&keys[0].path()[depth..depth + shared], false, &mut payload);
+    let (hp, len) = hex_prefix(&keys[0].path()[depth..depth + shared], false);
+    encode_string(&hp[..len], &mut payload);
     append_ref(&branch, refs, buf, &mut payload);
     list(payload)
 }
