@@ -23,13 +23,14 @@ mod common;
 use std::fs::File;
 use std::hint::black_box;
 use std::io::Write;
+use std::ops::Range;
 use std::path::Path;
 use std::process::{Command, Stdio};
 
 use common::{ChildRun, Pair, Timing, print_table, thousands};
 use secp256k1::Secp256k1;
 use sender_indexer::decode::{Address, Tx};
-use sender_indexer::recover::{prefetch, recover_tx};
+use sender_indexer::recover::{recover_slices, recover_tx};
 use sha3::{Digest, Keccak256};
 
 const BIN: &str = env!("CARGO_BIN_EXE_sender-indexer");
@@ -88,16 +89,25 @@ fn only_floor(pairs: &[common::Pair]) -> usize {
 }
 
 #[inline(never)]
-fn only_full(lines: &[String]) -> usize {
-    (0..lines.len())
-        .filter(|&i| {
-            if let Some(next) = lines.get(i + 1) {
-                prefetch(next.as_bytes());
-            }
-            let tx = Tx::from_json(black_box(&lines[i])).expect("fixture tx decodes");
-            black_box(recover_tx(&tx)).sender.is_ok()
-        })
+fn only_full(text: &str, ranges: &[Range<usize>]) -> usize {
+    recover_slices(black_box(text), ranges)
+        .iter()
+        .filter(|r| r.as_ref().is_ok_and(|t| t.recovered.sender.is_ok()))
         .count()
+}
+
+/// The fixture lines as one text and each one's range in it, as a block's
+/// transactions reach the pool's loop.
+fn joined(lines: &[String]) -> (String, Vec<Range<usize>>) {
+    let mut text = String::new();
+    let mut ranges = Vec::with_capacity(lines.len());
+    for line in lines {
+        let start = text.len();
+        text.push_str(line);
+        ranges.push(start..text.len());
+        text.push('\n');
+    }
+    (text, ranges)
 }
 
 #[inline(never)]
@@ -144,28 +154,28 @@ fn main() {
     );
     println!("binary: {BIN}");
 
-    // The full path of one transaction, from its JSON text, as the pool's
-    // loops run it (`recover_slices`, the `recover` command): the next
-    // text is prefetched while this one is recovered. Returns the
-    // recoveries that succeeded, which must be exactly the floor's.
+    // The full path, from the transactions' JSON text, as the pool's loop
+    // runs it (`recover_slices`, as the `recover` command and the
+    // pipeline's jobs do): each text prefetched before it is decoded, a
+    // few decoded and then recovered with their signing hashes hashed
+    // together. Returns the recoveries that succeeded, which must be
+    // exactly the floor's.
+    let (text, ranges) = joined(&lines);
     let full_path = || {
-        let mut ok = 0;
-        for (i, line) in lines.iter().enumerate() {
-            if let Some(next) = lines.get(i + 1) {
-                prefetch(next.as_bytes());
-            }
-            let tx = Tx::from_json(black_box(line)).expect("fixture tx decodes");
-            let rec = black_box(recover_tx(&tx));
-            ok += usize::from(rec.sender.is_ok())
-                + rec.authorities.iter().filter(|a| a.is_ok()).count();
-        }
-        ok
+        recover_slices(black_box(&text), &ranges)
+            .iter()
+            .map(|r| {
+                let t = r.as_ref().expect("fixture tx decodes");
+                usize::from(t.recovered.sender.is_ok())
+                    + t.recovered.authorities.iter().filter(|a| a.is_ok()).count()
+            })
+            .sum::<usize>()
     };
     assert_eq!(full_path(), n, "full path and floor recover the same set");
     if let Ok(case) = std::env::var("BENCH_ONLY") {
         let done = match case.as_str() {
             "floor" => only_floor(pairs),
-            "full" => only_full(&lines),
+            "full" => only_full(&text, &ranges),
             "decode" => only_decode(&lines),
             "recover_tx" => only_recover_tx(&txs),
             other => panic!("BENCH_ONLY={other}: expected floor, full, decode or recover_tx"),
@@ -182,7 +192,7 @@ fn main() {
         &mut [
             // (a) the floor: precomputed pairs, shared context, keccak.
             &mut || assert_eq!(common::raw_floor(pairs), n),
-            // (b) JSON text -> Tx -> recover_tx (signing hash, recovery, address).
+            // (b) JSON text -> recover_slices (decode, signing hashes, recovery, addresses).
             &mut || assert_eq!(full_path(), n),
             // (b1) its decoding alone.
             &mut || {
@@ -288,7 +298,7 @@ fn main() {
                 "reference".into(),
             ),
             row(
-                "(b) JSON -> Tx::from_json -> recover_tx (+prefetch)",
+                "(b) JSON -> recover_slices (decode, signing hashes together, recover)",
                 1,
                 n,
                 &b,
