@@ -156,10 +156,9 @@ fn main() {
 
     // The full path, from the transactions' JSON text, as the pool's loop
     // runs it (`recover_slices`, as the `recover` command and the
-    // pipeline's jobs do): each text prefetched before it is decoded, a
-    // few decoded and then recovered with their signing hashes hashed
-    // together. Returns the recoveries that succeeded, which must be
-    // exactly the floor's.
+    // pipeline's jobs do): the next text prefetched while this one is
+    // decoded and recovered. Returns the recoveries that succeeded, which
+    // must be exactly the floor's.
     let (text, ranges) = joined(&lines);
     let full_path = || {
         recover_slices(black_box(&text), &ranges)
@@ -298,7 +297,7 @@ fn main() {
                 "reference".into(),
             ),
             row(
-                "(b) JSON -> recover_slices (decode, signing hashes together, recover)",
+                "(b) JSON -> recover_slices (decode, signing hash, recover; +prefetch)",
                 1,
                 n,
                 &b,

@@ -32,7 +32,7 @@ use tokio::sync::{Semaphore, oneshot};
 use crate::block::BlockTx;
 pub use crate::block::{RecoverError, Recovered};
 use crate::chain::{Family, Profile, SenderSource};
-use crate::decode::{Address, Authorization, B256, DecodeError, PayloadError, Tx, U256, keccak};
+use crate::decode::{Address, Authorization, B256, DecodeError, Tx, U256, keccak};
 
 static SECP256K1: Lazy<Secp256k1<VerifyOnly>> = Lazy::new(Secp256k1::verification_only);
 
@@ -157,56 +157,10 @@ pub fn recover_tx_in(tx: &Tx, profile: &Profile) -> Recovered {
 }
 
 fn recover_sender(tx: &Tx) -> Result<Address, RecoverError> {
-    recover_signed(tx, tx.signing_hash()?)
-}
-
-fn recover_signed(tx: &Tx, hash: B256) -> Result<Address, RecoverError> {
+    let hash = tx.signing_hash()?;
     let r = tx.r.ok_or(RecoverError::MissingSignature("r"))?;
     let s = tx.s.ok_or(RecoverError::MissingSignature("s"))?;
     recover_address(&hash, &r, &s, tx_parity(tx)?)
-}
-
-/// [`recover_tx_in`] for several transactions, in order: the signing
-/// hashes of those recovered from a signature are hashed together (four
-/// at a time where the CPU can), the same senders as one by one.
-pub fn recover_many_in(txs: &[&Tx], profile: &Profile) -> Vec<Recovered> {
-    let signed = |tx: &Tx| {
-        matches!(
-            profile.sender_source(tx.tx_type),
-            None | Some(SenderSource::Recovered)
-        )
-    };
-    let payloads: Vec<Option<Result<Vec<u8>, PayloadError>>> = txs
-        .iter()
-        .map(|tx| signed(tx).then(|| tx.signing_payload()))
-        .collect();
-    let inputs: Vec<&[u8]> = payloads
-        .iter()
-        .flatten()
-        .flatten()
-        .map(Vec::as_slice)
-        .collect();
-    let mut hashes = vec![[0u8; 32]; inputs.len()];
-    crate::decode::keccak256_many(&inputs, &mut hashes);
-    let mut hashes = hashes.into_iter();
-    txs.iter()
-        .zip(payloads)
-        .map(|(tx, payload)| match payload {
-            None => recover_tx_in(tx, profile),
-            Some(payload) => Recovered {
-                // One hash per payload, in order.
-                sender: payload
-                    .map_err(RecoverError::from)
-                    .and_then(|_| recover_signed(tx, hashes.next().unwrap_or_default())),
-                source: SenderSource::Recovered,
-                authorities: tx
-                    .authorization_list
-                    .iter()
-                    .map(recover_authority)
-                    .collect(),
-            },
-        })
-        .collect()
 }
 
 fn recover_authority(a: &Authorization) -> Result<Address, RecoverError> {
@@ -243,45 +197,26 @@ pub fn recover_slices_with<P>(
     mut also: impl FnMut(&Tx) -> P,
 ) -> Vec<Result<(BlockTx, P), DecodeError>> {
     let profile = family.profile();
-    let mut out = Vec::with_capacity(ranges.len());
-    // A few at a time: decoded, then recovered with their signing hashes
-    // hashed together.
-    for group in (0..ranges.len()).step_by(RECOVER_GROUP) {
-        let decoded: Vec<Result<Tx, DecodeError>> = (group
-            ..ranges.len().min(group + RECOVER_GROUP))
-            .map(|i| {
-                if let Some(next) = ranges.get(i + 1) {
-                    prefetch(&text.as_bytes()[next.clone()]);
-                }
-                Tx::from_json_in(&text[ranges[i].clone()], family)
-            })
-            .collect();
-        let txs: Vec<&Tx> = decoded.iter().flatten().collect();
-        let mut recovered = recover_many_in(&txs, profile).into_iter();
-        for tx in decoded {
-            out.push(tx.map(|tx| {
-                let recovered = recovered
-                    .next()
-                    .unwrap_or_else(|| recover_tx_in(&tx, profile));
-                let extra = also(&tx);
-                (
-                    BlockTx {
-                        tx,
-                        recovered,
-                        receipt: None,
-                        void_authorizations: Vec::new(),
-                    },
-                    extra,
-                )
-            }));
-        }
-    }
-    out
+    (0..ranges.len())
+        .map(|i| {
+            if let Some(next) = ranges.get(i + 1) {
+                prefetch(&text.as_bytes()[next.clone()]);
+            }
+            let tx = Tx::from_json_in(&text[ranges[i].clone()], family)?;
+            let recovered = recover_tx_in(&tx, profile);
+            let extra = also(&tx);
+            Ok((
+                BlockTx {
+                    tx,
+                    recovered,
+                    receipt: None,
+                    void_authorizations: Vec::new(),
+                },
+                extra,
+            ))
+        })
+        .collect()
 }
-
-/// Transactions decoded before their senders are recovered together
-/// ([`recover_many_in`]): two groups of four hashes.
-const RECOVER_GROUP: usize = 8;
 
 /// Asks the CPU to bring `bytes`, the next transaction's text, into its
 /// caches while the current one is decoded and recovered (~30 µs of

@@ -23,7 +23,7 @@ use alloy_rlp::{BufMut, EMPTY_STRING_CODE, Encodable, Header};
 
 use super::hex::{opt, parse_bytes, parse_fixed, parse_u64, parse_u256};
 use super::tx::WireTx;
-use super::{AccessItem, Address, B256, DecodeError, PayloadError, Tx, U256};
+use super::{AccessItem, Address, B256, DecodeError, PayloadError, Tx, U256, keccak};
 use crate::chain::Family;
 
 /// The chain-specific fields of a transaction, by what its type means on
@@ -289,10 +289,9 @@ impl Tx {
     }
 }
 
-/// The payload a transaction with chain fields signs (its signing hash
-/// is the keccak of it).
-pub(super) fn signing_payload(tx: &Tx, chain: &ChainFields) -> Result<Vec<u8>, PayloadError> {
-    encode(tx, chain, Form::Signing)
+/// The signing hash of a transaction with chain fields.
+pub(super) fn signing_hash(tx: &Tx, chain: &ChainFields) -> Result<B256, PayloadError> {
+    Ok(keccak(&[&encode(tx, chain, Form::Signing)?]))
 }
 
 /// The trie encoding of a transaction with chain fields.

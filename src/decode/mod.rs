@@ -29,7 +29,6 @@ mod bloom;
 mod chain_tx;
 mod event;
 mod hex;
-mod keccak4;
 mod receipt;
 mod scan;
 mod signing;
@@ -42,7 +41,6 @@ pub use bloom::{Bloom, BloomCache, bloom_add, bloom_may_contain};
 pub use chain_tx::{ArbitrumFields, CeloFields, ChainFields, OpDeposit, ScrollL1Message};
 pub use event::{ColumnKind, EventSpec, Param, SignatureError, Value};
 pub use hex::{DecodeError, U256, hex0x, parse_bytes, parse_fixed, parse_u64, parse_u256};
-pub use keccak4::keccak256_many;
 pub use receipt::{Log, Receipt, logs_from_json, receipts_from_slices};
 pub(crate) use scan::block_receipt_lists;
 #[cfg(test)]

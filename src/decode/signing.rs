@@ -41,19 +41,8 @@ impl Tx {
     /// `input` and after it are encoded into one small buffer, and `input`
     /// itself (often most of the payload) goes to keccak where it lies.
     pub fn signing_hash(&self) -> Result<B256, PayloadError> {
-        self.signing_parts(keccak)
-    }
-
-    /// The payload [`Tx::signing_hash`] hashes, in one buffer: for hashing
-    /// several transactions' together (`recover::recover_many_in`).
-    pub fn signing_payload(&self) -> Result<Vec<u8>, PayloadError> {
-        self.signing_parts(|parts| parts.concat())
-    }
-
-    /// `f` of the signed payload's pieces, in order.
-    fn signing_parts<R>(&self, f: impl FnOnce(&[&[u8]]) -> R) -> Result<R, PayloadError> {
         if let Some(chain) = &self.chain {
-            return Ok(f(&[&super::chain_tx::signing_payload(self, chain)?]));
+            return super::chain_tx::signing_hash(self, chain);
         }
         let mut out = Vec::with_capacity(256 + self.lists_len_hint());
         // `head` ends where `input` goes; the rest of `out` follows it.
@@ -61,7 +50,7 @@ impl Tx {
         let in_place = self.input_in_place();
         let mut prefix = [0u8; 10];
         let prefix = self.prefix(out.len() + in_place.len(), &mut prefix);
-        Ok(f(&[prefix, &out[..head], in_place, &out[head..]]))
+        Ok(keccak(&[prefix, &out[..head], in_place, &out[head..]]))
     }
 
     /// The signed transaction as it is hashed and stored in the block's
@@ -354,7 +343,7 @@ impl Authorization {
 /// project (hashes, senders, signing hashes, blooms), on alloy's hasher,
 /// which with its `asm-keccak` feature runs XKCP's assembly. The tries'
 /// leaves and the transaction hashes verification checks are the
-/// exception: `decode::keccak256_many` hashes them four at a time where the CPU
+/// exception: `verify::keccak4` hashes them four at a time where the CPU
 /// has AVX2, and with this same hasher where it does not.
 pub fn keccak(parts: &[&[u8]]) -> B256 {
     let mut h = alloy_primitives::Keccak256::new();

@@ -22,8 +22,8 @@
 //! * `receipts`: receipts and logs belong to their block and transaction.
 //! * `header`: the block hash rebuilt for the header's fork and seal.
 //! * `roots`: the ordered tries and the receipt and withdrawal encodings.
-//! * `trie`: the ordered trie's root, its leaves hashed together
-//!   (`decode::keccak256_many`).
+//! * `trie`: the ordered trie's root; `keccak4`: Keccak of many inputs,
+//!   four at a time (the tries' leaves, the transactions' hashes).
 //! * `anchors`: trusted blocks, given and built in.
 //! * `trust`: linking a run to its anchors before it writes anything; the
 //!   only part that reads, through the [`Source`](crate::source::Source)
@@ -37,6 +37,7 @@ mod anchors;
 mod authorizations;
 mod check;
 mod header;
+mod keccak4;
 mod receipts;
 mod roots;
 mod trie;
@@ -196,7 +197,7 @@ pub fn tx_proofs(
 ) -> Vec<Result<TxProof, PayloadError>> {
     let inputs: Vec<&[u8]> = encodings.iter().flatten().map(Vec::as_slice).collect();
     let mut hashes = vec![[0u8; 32]; inputs.len()];
-    crate::decode::keccak256_many(&inputs, &mut hashes);
+    keccak4::keccak256_many(&inputs, &mut hashes);
     let mut hashes = hashes.into_iter();
     encodings
         .into_iter()

@@ -1,7 +1,7 @@
 //! The root of an ordered Merkle-Patricia trie (key: RLP of the index),
 //! as a block's transactions and receipts tries are built, computed in two
 //! passes: every leaf node is encoded first and the large ones hashed
-//! together ([`keccak256_many`]: four at a time where the CPU
+//! together ([`keccak4`](super::keccak4): four at a time where the CPU
 //! can), then the branches and extensions above them, one by one. The
 //! leaves are most of the hashing (a receipt with its bloom and logs is
 //! several Keccak blocks; a branch is one node for up to 16 of them). Gives
@@ -10,7 +10,8 @@
 
 use alloy_rlp::{EMPTY_STRING_CODE, Header};
 
-use crate::decode::{B256, keccak256_many};
+use super::keccak4::keccak256_many;
+use crate::decode::B256;
 
 /// The ordered trie root of `items`, each already encoded.
 pub fn ordered_root<T: AsRef<[u8]>>(items: &[T]) -> B256 {

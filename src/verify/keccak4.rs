@@ -1,14 +1,12 @@
 //! Keccak-256 of many independent inputs, four at a time: on x86_64 with
 //! AVX2, four Keccak-f[1600] states live side by side in 256-bit registers
-//! and one permutation advances all four (with AVX-512VL's rotate and
-//! three-input logic where the CPU has them); elsewhere each input is
-//! hashed alone by the scalar Keccak (XKCP's assembly, through alloy).
-//! Used for the signing hashes (`recover`), and the transactions' hashes
-//! and the tries' leaves (`verify`): most of the keccak a block takes.
-//! The result never depends on which path ran (tests compare them); this
-//! file must not decide what is hashed.
+//! and one permutation advances all four; elsewhere each input is hashed
+//! alone by the scalar Keccak (XKCP's assembly, through alloy). Used for
+//! the leaves of the ordered tries and the transactions' hashes, most of
+//! the keccak a block's verification does. The result never depends on which path ran (tests
+//! compare them); this file must not decide what is hashed.
 
-use super::B256;
+use crate::decode::B256;
 
 /// Bytes absorbed per permutation by Keccak-256 (1600 - 2 x 256 bits).
 const RATE: usize = 136;
