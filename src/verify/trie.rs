@@ -8,7 +8,7 @@
 //! exactly what `alloy_trie::root::ordered_trie_root_encoded` gives (tests
 //! compare them); pure, no I/O.
 
-use alloy_rlp::{EMPTY_STRING_CODE, Header};
+use alloy_rlp::{EMPTY_STRING_CODE, Encodable, Header};
 
 use super::keccak4::keccak256_many;
 use crate::decode::B256;
@@ -25,7 +25,7 @@ pub fn ordered_root<T: AsRef<[u8]>>(items: &[T]) -> B256 {
 
     // Pass 1: where each key becomes a leaf, and the leaf's encoding.
     let mut leaves = Vec::with_capacity(keys.len());
-    leaf_depths(&keys, 0, &mut leaves);
+    leaf_depths(&keys, 0, 0, &mut leaves);
     let mut buf =
         Vec::with_capacity(items.iter().map(|i| i.as_ref().len() + 12).sum::<usize>() + 16);
     let mut spans = Vec::with_capacity(keys.len());
@@ -117,8 +117,8 @@ fn shared(keys: &[Key], depth: usize) -> usize {
         .count()
 }
 
-/// The keys (sorted) split by their nibble at `depth`: the end of each
-/// run, in order. RLP keys are prefix-free, so every key has one.
+/// The keys (sorted) split by their nibble at `depth`: each run's nibble
+/// and range, in order. RLP keys are prefix-free, so every key has one.
 fn runs(keys: &[Key], depth: usize) -> impl Iterator<Item = (u8, std::ops::Range<usize>)> + '_ {
     let mut start = 0;
     std::iter::from_fn(move || {
@@ -136,19 +136,17 @@ fn runs(keys: &[Key], depth: usize) -> impl Iterator<Item = (u8, std::ops::Range
     })
 }
 
-/// Appends (key position, depth) of every leaf under `keys`, in order.
-fn leaf_depths(keys: &[Key], depth: usize, out: &mut Vec<(usize, usize)>) {
-    fn walk(keys: &[Key], base: usize, depth: usize, out: &mut Vec<(usize, usize)>) {
-        if keys.len() == 1 {
-            out.push((base, depth));
-            return;
-        }
-        let depth = depth + shared(keys, depth);
-        for (_, run) in runs(keys, depth) {
-            walk(&keys[run.clone()], base + run.start, depth + 1, out);
-        }
+/// Appends (key position, depth) of every leaf under `keys` (which start
+/// at position `base` and share their first `depth` nibbles), in order.
+fn leaf_depths(keys: &[Key], base: usize, depth: usize, out: &mut Vec<(usize, usize)>) {
+    if keys.len() == 1 {
+        out.push((base, depth));
+        return;
     }
-    walk(keys, 0, depth, out);
+    let depth = depth + shared(keys, depth);
+    for (_, run) in runs(keys, depth) {
+        leaf_depths(&keys[run.clone()], base + run.start, depth + 1, out);
+    }
 }
 
 /// Hex-prefix encoding of `nibbles` (Yellow Paper, appendix C): the flag
@@ -170,38 +168,17 @@ fn hex_prefix(nibbles: &[u8], leaf: bool) -> ([u8; 10], usize) {
     (hp, 1 + rest.len() / 2)
 }
 
-fn string_len(s: &[u8]) -> usize {
-    if s.len() == 1 && s[0] < EMPTY_STRING_CODE {
-        1
-    } else {
-        alloy_rlp::length_of_length(s.len()) + s.len()
-    }
-}
-
-fn encode_string(s: &[u8], out: &mut Vec<u8>) {
-    if s.len() == 1 && s[0] < EMPTY_STRING_CODE {
-        out.push(s[0]);
-    } else {
-        Header {
-            list: false,
-            payload_length: s.len(),
-        }
-        .encode(out);
-        out.extend_from_slice(s);
-    }
-}
-
 /// A leaf node: `[hex-prefix(rest of key, leaf), value]`.
 fn encode_leaf(key: &Key, depth: usize, value: &[u8], out: &mut Vec<u8>) {
     let (hp, len) = hex_prefix(&key.path()[depth..], true);
     let hp = &hp[..len];
     Header {
         list: true,
-        payload_length: string_len(hp) + string_len(value),
+        payload_length: hp.length() + value.length(),
     }
     .encode(out);
-    encode_string(hp, out);
-    encode_string(value, out);
+    hp.encode(out);
+    value.encode(out);
 }
 
 /// A node as its parent holds it: its encoding when shorter than 32 bytes,
@@ -273,7 +250,7 @@ fn node(keys: &[Key], depth: usize, refs: &[NodeRef], buf: &[u8], next_leaf: &mu
     }
     let mut payload = Vec::with_capacity(40);
     let (hp, len) = hex_prefix(&keys[0].path()[depth..depth + shared], false);
-    encode_string(&hp[..len], &mut payload);
+    hp[..len].encode(&mut payload);
     append_ref(&branch, refs, buf, &mut payload);
     list(payload)
 }
