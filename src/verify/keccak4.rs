@@ -1,17 +1,21 @@
 //! Keccak-256 of many independent inputs, four at a time: on x86_64 with
 //! AVX2, four Keccak-f[1600] states live side by side in 256-bit registers
-//! and one permutation advances all four; elsewhere each input is hashed
-//! alone by the scalar Keccak (XKCP's assembly, through alloy). Used for
-//! the leaves of the ordered tries and the transactions' hashes, most of
-//! the keccak a block's verification does. The result never depends on which path ran (tests
-//! compare them); this file must not decide what is hashed.
+//! and one permutation advances all four (with AVX-512VL's rotate and
+//! three-input logic where the CPU has them); elsewhere each input is
+//! hashed alone by the scalar Keccak (XKCP's assembly, through alloy).
+//! Used for the leaves of the ordered tries and the transactions' hashes,
+//! most of the keccak a block's verification does. The result never
+//! depends on which path ran (tests compare them); this file must not
+//! decide what is hashed.
 
 use crate::decode::B256;
 
 /// Bytes absorbed per permutation by Keccak-256 (1600 - 2 x 256 bits).
+#[cfg(target_arch = "x86_64")]
 const RATE: usize = 136;
 
 /// Blocks a message of `len` bytes takes, its padding included.
+#[cfg(target_arch = "x86_64")]
 fn blocks(len: usize) -> usize {
     len / RATE + 1
 }
@@ -58,6 +62,7 @@ fn avx512() -> bool {
 
 /// The last block of `msg` after Keccak's padding: the bytes after its
 /// last full block, 0x01, zeros, and 0x80 in the block's last byte.
+#[cfg(target_arch = "x86_64")]
 fn last_block(msg: &[u8]) -> [u8; RATE] {
     let tail = &msg[(blocks(msg.len()) - 1) * RATE..];
     let mut block = [0u8; RATE];
