@@ -18,7 +18,10 @@ const PG_EPOCH_OFFSET_SECS: i64 = 946_684_800;
 /// seconds (PostgreSQL's `END_TIMESTAMP`, exclusive, is a second later).
 const MAX_TIMESTAMPTZ_SECS: i64 = 9_224_318_015_999;
 
-/// One COPY stream's bytes: header, rows, trailer.
+/// One COPY stream's bytes: header, rows, trailer; sent whole
+/// ([`finish`](CopyBuf::finish)) or in pieces ([`piece`](CopyBuf::piece),
+/// then [`sent`](CopyBuf::sent)) so that a large batch never sits in memory
+/// whole, twice (here and in the connection's write buffer).
 pub struct CopyBuf {
     buf: Vec<u8>,
     fields: i16,
@@ -143,7 +146,19 @@ impl CopyBuf {
         }
     }
 
-    /// The finished stream.
+    /// The bytes encoded since the last [`sent`](Self::sent): the next
+    /// piece of the stream, to send while the rest is encoded.
+    pub fn piece(&self) -> &[u8] {
+        &self.buf
+    }
+
+    /// The current [`piece`](Self::piece) was sent: forgets its bytes and
+    /// keeps the buffer's capacity for the next.
+    pub fn sent(&mut self) {
+        self.buf.clear();
+    }
+
+    /// The stream's last piece: what was not sent yet, and the trailer.
     pub fn finish(mut self) -> Vec<u8> {
         self.buf.extend_from_slice(&(-1i16).to_be_bytes());
         self.buf

@@ -222,6 +222,10 @@ enum Open {
     AsIs,
 }
 
+/// Bytes of COPY data sent at once: small beside a write batch (tens of
+/// MB), large beside a round trip.
+const COPY_PIECE: usize = 1 << 20;
+
 /// How long [`Store::lock_writer`] waits for a busy lock.
 const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 
@@ -589,20 +593,39 @@ impl Store {
             outcome.blocks_replaced = replaced.len() as u64;
         }
         if !fresh.is_empty() {
+            let (low, high) = (fresh[0].header.number, fresh[fresh.len() - 1].header.number);
             for table in self.tables.iter() {
+                let statement = match self.partitions.direct(table.name, low, high) {
+                    Some(partition) => table.copy_statement_into(&partition),
+                    None => table.copy_statement(),
+                };
+                // Sent in pieces as it is encoded: PostgreSQL reads each
+                // while the next is built, and neither this buffer nor the
+                // connection's write buffer (which keeps its largest size)
+                // ever holds a whole batch's rows.
                 let mut rows = CopyBuf::new(table.columns.len() as i16);
-                for b in &fresh {
-                    table.encode(b, &mut rows)?;
+                let mut blocks = fresh.iter();
+                let mut fill = |rows: &mut CopyBuf| -> Result<()> {
+                    for b in blocks.by_ref() {
+                        table.encode(b, rows)?;
+                        if rows.piece().len() >= COPY_PIECE {
+                            break;
+                        }
+                    }
+                    Ok(())
+                };
+                fill(&mut rows)?;
+                if rows.rows() == 0 {
+                    continue;
                 }
-                if rows.rows() > 0 {
-                    let (low, high) =
-                        (fresh[0].header.number, fresh[fresh.len() - 1].header.number);
-                    let statement = match self.partitions.direct(table.name, low, high) {
-                        Some(partition) => table.copy_statement_into(&partition),
-                        None => table.copy_statement(),
-                    };
-                    copy_in(&mut tx, &statement, rows.finish()).await?;
+                let mut copy = tx.copy_in_raw(&statement).await?;
+                while rows.piece().len() >= COPY_PIECE {
+                    copy.send(rows.piece()).await?;
+                    rows.sent();
+                    fill(&mut rows)?;
                 }
+                copy.send(rows.finish()).await?;
+                copy.finish().await?;
             }
             outcome.blocks_written = fresh.len() as u64;
             outcome.txs_written = fresh.iter().map(|b| b.txs.len() as u64).sum();
@@ -714,13 +737,6 @@ async fn raise_checkpoint(
     .bind(hash)
     .execute(&mut **tx)
     .await?;
-    Ok(())
-}
-
-async fn copy_in(tx: &mut Transaction<'_, Postgres>, statement: &str, data: Vec<u8>) -> Result<()> {
-    let mut copy = tx.copy_in_raw(statement).await?;
-    copy.send(data).await?;
-    copy.finish().await?;
     Ok(())
 }
 
