@@ -82,80 +82,93 @@ pub struct Withdrawal {
 /// from; fields the index does not need are skipped unparsed. Public so
 /// that a JSON-RPC answer holding several blocks is read in one pass (and
 /// a header alone, [`BlockHeader::from_value`], the same way).
-#[derive(Deserialize)]
+#[derive(Deserialize, Default, Debug, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct BlockWire<'a> {
     #[serde(borrow)]
-    number: Option<&'a str>,
+    pub(super) number: Option<&'a str>,
     #[serde(borrow)]
-    hash: Option<&'a str>,
+    pub(super) hash: Option<&'a str>,
     #[serde(borrow)]
-    parent_hash: Option<&'a str>,
+    pub(super) parent_hash: Option<&'a str>,
     #[serde(borrow)]
-    timestamp: Option<&'a str>,
+    pub(super) timestamp: Option<&'a str>,
     #[serde(borrow)]
-    logs_bloom: Option<&'a str>,
+    pub(super) logs_bloom: Option<&'a str>,
     #[serde(borrow)]
-    sha3_uncles: Option<&'a str>,
+    pub(super) sha3_uncles: Option<&'a str>,
     #[serde(borrow)]
-    miner: Option<&'a str>,
+    pub(super) miner: Option<&'a str>,
     #[serde(borrow)]
-    state_root: Option<&'a str>,
+    pub(super) state_root: Option<&'a str>,
     #[serde(borrow)]
-    transactions_root: Option<&'a str>,
+    pub(super) transactions_root: Option<&'a str>,
     #[serde(borrow)]
-    receipts_root: Option<&'a str>,
+    pub(super) receipts_root: Option<&'a str>,
     #[serde(borrow)]
-    difficulty: Option<&'a str>,
+    pub(super) difficulty: Option<&'a str>,
     #[serde(borrow)]
-    gas_limit: Option<&'a str>,
+    pub(super) gas_limit: Option<&'a str>,
     #[serde(borrow)]
-    gas_used: Option<&'a str>,
+    pub(super) gas_used: Option<&'a str>,
     #[serde(borrow)]
-    extra_data: Option<&'a str>,
+    pub(super) extra_data: Option<&'a str>,
     #[serde(borrow)]
-    mix_hash: Option<&'a str>,
+    pub(super) mix_hash: Option<&'a str>,
     #[serde(borrow)]
-    nonce: Option<&'a str>,
+    pub(super) nonce: Option<&'a str>,
     #[serde(borrow)]
-    aura_step: Option<&'a str>,
+    pub(super) aura_step: Option<&'a str>,
     #[serde(borrow)]
-    aura_seal: Option<&'a str>,
+    pub(super) aura_seal: Option<&'a str>,
     #[serde(borrow)]
-    base_fee_per_gas: Option<&'a str>,
+    pub(super) base_fee_per_gas: Option<&'a str>,
     #[serde(borrow)]
-    withdrawals_root: Option<&'a str>,
+    pub(super) withdrawals_root: Option<&'a str>,
     #[serde(borrow)]
-    blob_gas_used: Option<&'a str>,
+    pub(super) blob_gas_used: Option<&'a str>,
     #[serde(borrow)]
-    excess_blob_gas: Option<&'a str>,
+    pub(super) excess_blob_gas: Option<&'a str>,
     #[serde(borrow)]
-    parent_beacon_block_root: Option<&'a str>,
+    pub(super) parent_beacon_block_root: Option<&'a str>,
     #[serde(borrow)]
-    requests_hash: Option<&'a str>,
+    pub(super) requests_hash: Option<&'a str>,
     #[serde(borrow, default)]
-    withdrawals: Option<Vec<WireWithdrawal<'a>>>,
+    pub(super) withdrawals: Option<Vec<WireWithdrawal<'a>>>,
     #[serde(borrow)]
-    ext_data_hash: Option<&'a str>,
+    pub(super) ext_data_hash: Option<&'a str>,
     #[serde(borrow)]
-    ext_data_gas_used: Option<&'a str>,
+    pub(super) ext_data_gas_used: Option<&'a str>,
     #[serde(borrow)]
-    block_gas_cost: Option<&'a str>,
+    pub(super) block_gas_cost: Option<&'a str>,
     #[serde(borrow, default)]
-    transactions: Option<Vec<&'a RawValue>>,
+    pub(super) transactions: Option<TxTexts<'a>>,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, Default, Debug, PartialEq)]
 #[serde(rename_all = "camelCase")]
-struct WireWithdrawal<'a> {
+pub(super) struct WireWithdrawal<'a> {
     #[serde(borrow)]
-    index: Option<&'a str>,
+    pub(super) index: Option<&'a str>,
     #[serde(borrow)]
-    validator_index: Option<&'a str>,
+    pub(super) validator_index: Option<&'a str>,
     #[serde(borrow)]
-    address: Option<&'a str>,
+    pub(super) address: Option<&'a str>,
     #[serde(borrow)]
-    amount: Option<&'a str>,
+    pub(super) amount: Option<&'a str>,
+}
+
+/// A block's transactions as their JSON texts, each borrowed from the text
+/// the block is read from: serde_json finds them as raw values, the
+/// one-pass reader (`scan::block_answers`) by skipping over them.
+#[derive(Default, Debug, PartialEq)]
+pub(super) struct TxTexts<'a>(pub(super) Vec<&'a str>);
+
+impl<'de: 'a, 'a> Deserialize<'de> for TxTexts<'a> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let raw = Vec::<&'de RawValue>::deserialize(d)?;
+        Ok(TxTexts(raw.into_iter().map(RawValue::get).collect()))
+    }
 }
 
 fn field<'a>(name: &'static str, v: Option<&'a str>) -> Result<&'a str, DecodeError> {
@@ -279,8 +292,7 @@ impl BlockWire<'_> {
         let head = self.header()?;
         let base_start = base.as_ptr() as usize;
         let mut txs = Vec::new();
-        for raw in self.transactions.unwrap_or_default() {
-            let tx = raw.get();
+        for tx in self.transactions.unwrap_or_default().0 {
             // Hashes instead of objects: the node ignored `true`, or a proxy
             // rewrote the call. Say so rather than fail on every transaction.
             if !tx.starts_with('{') {

@@ -1,9 +1,12 @@
 //! A one-pass reader for transaction and receipt objects in the shape nodes
 //! send: an object of hex strings, `null`s and flags, with the access,
 //! blob-hash and authorization lists, and a receipt's logs and their topics,
-//! as arrays. It returns exactly the [`WireTx`] or [`WireReceipt`] that
-//! serde_json would build from the same text, or declines (`None`) and lets
-//! serde_json read the text and give its own answer or error.
+//! as arrays; and for the batch answers they come in (blocks with their
+//! header fields, receipt lists), each transaction or receipt skipped over
+//! and kept as its text. It returns exactly the [`WireTx`], [`WireReceipt`]
+//! or [`BlockWire`] that serde_json would build from the same text, or
+//! declines (`None`) and lets serde_json read the text and give its own
+//! answer or error.
 //!
 //! It must never accept text that serde_json rejects, nor read accepted
 //! text differently: the tests below compare the two on every fixture
@@ -21,6 +24,7 @@
 //! indexer's instructions through serde_json on the backfill bench (four
 //! logs each, every log a dozen strings).
 
+use super::block::{BlockWire, TxTexts, WireWithdrawal};
 use super::receipt::{WireLog, WireReceipt};
 use super::tx::{WireAccessItem, WireAuth, WireTx};
 
@@ -188,6 +192,128 @@ pub(crate) fn block_receipt_lists(text: &str) -> Option<Vec<ReceiptList>> {
     })
 }
 
+/// One answer of an `eth_getBlockByNumber` batch as [`block_answers`]
+/// reads it: its id, and its result as serde_json reads a field that keeps
+/// a present `null` apart from an absent one (`Some(None)` for `null`).
+pub(crate) type BlockAnswer<'a> = (Option<u64>, Option<Option<BlockWire<'a>>>);
+
+/// Reads `text` as a batch of `eth_getBlockByNumber` answers: each block's
+/// header fields by name, its withdrawals, and each transaction skipped
+/// over and kept as its text; or declines, as for an answer with an
+/// `error`, and lets serde_json read it. Accepts only text serde_json reads
+/// as the same answers with the same blocks.
+pub(crate) fn block_answers(text: &str) -> Option<Vec<BlockAnswer<'_>>> {
+    whole(text, |c| {
+        c.array(|c| {
+            let (mut id, mut result) = (None, None);
+            let mut seen = Seen(0);
+            c.object(|c, key| match key {
+                b"id" => {
+                    seen.first(1)?;
+                    id = match c.peek()? {
+                        b'n' => c.null().map(|()| None)?,
+                        _ => Some(c.u64()?),
+                    };
+                    Some(())
+                }
+                b"result" => {
+                    seen.first(2)?;
+                    result = Some(match c.peek()? {
+                        b'n' => c.null().map(|()| None)?,
+                        _ => Some(block(c, text)?),
+                    });
+                    Some(())
+                }
+                b"error" => {
+                    seen.first(4)?;
+                    c.null()
+                }
+                _ => c.skip_value(0),
+            })?;
+            Some((id, result))
+        })
+    })
+}
+
+/// One block object of `text` at the cursor, as serde_json reads a
+/// [`BlockWire`]: any value under a key it has no field for, a string or
+/// `null` under each it has, each at most once.
+fn block<'a>(c: &mut Cursor<'a>, text: &'a str) -> Option<BlockWire<'a>> {
+    let mut b = BlockWire::default();
+    let mut seen = Seen(0);
+    c.object(|c, key| {
+        let (bit, slot) = match key {
+            b"number" => (1 << 0, &mut b.number),
+            b"hash" => (1 << 1, &mut b.hash),
+            b"parentHash" => (1 << 2, &mut b.parent_hash),
+            b"timestamp" => (1 << 3, &mut b.timestamp),
+            b"logsBloom" => (1 << 4, &mut b.logs_bloom),
+            b"sha3Uncles" => (1 << 5, &mut b.sha3_uncles),
+            b"miner" => (1 << 6, &mut b.miner),
+            b"stateRoot" => (1 << 7, &mut b.state_root),
+            b"transactionsRoot" => (1 << 8, &mut b.transactions_root),
+            b"receiptsRoot" => (1 << 9, &mut b.receipts_root),
+            b"difficulty" => (1 << 10, &mut b.difficulty),
+            b"gasLimit" => (1 << 11, &mut b.gas_limit),
+            b"gasUsed" => (1 << 12, &mut b.gas_used),
+            b"extraData" => (1 << 13, &mut b.extra_data),
+            b"mixHash" => (1 << 14, &mut b.mix_hash),
+            b"nonce" => (1 << 15, &mut b.nonce),
+            b"auraStep" => (1 << 16, &mut b.aura_step),
+            b"auraSeal" => (1 << 17, &mut b.aura_seal),
+            b"baseFeePerGas" => (1 << 18, &mut b.base_fee_per_gas),
+            b"withdrawalsRoot" => (1 << 19, &mut b.withdrawals_root),
+            b"blobGasUsed" => (1 << 20, &mut b.blob_gas_used),
+            b"excessBlobGas" => (1 << 21, &mut b.excess_blob_gas),
+            b"parentBeaconBlockRoot" => (1 << 22, &mut b.parent_beacon_block_root),
+            b"requestsHash" => (1 << 23, &mut b.requests_hash),
+            b"extDataHash" => (1 << 24, &mut b.ext_data_hash),
+            b"extDataGasUsed" => (1 << 25, &mut b.ext_data_gas_used),
+            b"blockGasCost" => (1 << 26, &mut b.block_gas_cost),
+            b"withdrawals" => {
+                seen.first(1 << 27)?;
+                b.withdrawals = c.opt_array(withdrawal)?;
+                return Some(());
+            }
+            b"transactions" => {
+                seen.first(1 << 28)?;
+                let texts = c.opt_array(|c| {
+                    c.skip_ws();
+                    let start = c.at;
+                    c.skip_value(0)?;
+                    // Both ends are at ASCII bytes of `text`.
+                    text.get(start..c.at)
+                })?;
+                b.transactions = texts.map(TxTexts);
+                return Some(());
+            }
+            _ => return c.skip_value(0),
+        };
+        seen.first(bit)?;
+        *slot = c.opt_str()?;
+        Some(())
+    })?;
+    Some(b)
+}
+
+fn withdrawal<'a>(c: &mut Cursor<'a>) -> Option<WireWithdrawal<'a>> {
+    let mut w = WireWithdrawal::default();
+    let mut seen = Seen(0);
+    c.object(|c, key| {
+        let (bit, slot) = match key {
+            b"index" => (1 << 0, &mut w.index),
+            b"validatorIndex" => (1 << 1, &mut w.validator_index),
+            b"address" => (1 << 2, &mut w.address),
+            b"amount" => (1 << 3, &mut w.amount),
+            _ => return c.skip_value(0),
+        };
+        seen.first(bit)?;
+        *slot = c.opt_str()?;
+        Some(())
+    })?;
+    Some(w)
+}
+
 /// Nesting a skipped value may have; deeper declines (serde_json stops at
 /// 128, and this reader recurses on the stack).
 const MAX_DEPTH: u32 = 64;
@@ -315,6 +441,14 @@ impl<'a> Cursor<'a> {
             b'n' => self.null().map(|()| None),
             _ => None,
         }
+    }
+
+    /// `null` or a string, as serde_json reads an `Option<&str>`.
+    #[inline]
+    fn opt_str(&mut self) -> Option<Option<&'a str>> {
+        // Its bytes lie between two quotes of text that was a `str`, and
+        // hold no escape: they are that text's own characters.
+        self.opt_string()?.map(std::str::from_utf8).transpose().ok()
     }
 
     /// The value of a key no field takes. serde_json skips any value

@@ -29,7 +29,7 @@ use serde_json::error::Category;
 use serde_json::value::RawValue;
 
 use super::retry::Failure;
-use crate::decode::{BlockWire, RawBlock};
+use crate::decode::{BlockWire, RawBlock, block_answers};
 
 /// Bytes of an undecodable body quoted in its error; the rest is noise (and
 /// `Failure`'s display truncates anyway).
@@ -306,15 +306,22 @@ pub(crate) fn parse_answer(
             });
         }
     }
-    let outcomes: Vec<(Option<u64>, CallOutcome)> =
-        match serde_json::from_str::<Vec<BlockResp>>(text) {
+    // The one-pass reader where the answers have the plain shape (no
+    // error); else serde_json, the same way.
+    let outcomes: Vec<(Option<u64>, CallOutcome)> = match block_answers(text) {
+        Some(answers) => answers
+            .into_iter()
+            .map(|(id, result)| (id, outcome(None, result.map(|r| r.map(Ok)), &body)))
+            .collect(),
+        None => match serde_json::from_str::<Vec<BlockResp>>(text) {
             Ok(resps) => resps.into_iter().map(|r| r.outcome(&body)).collect(),
             Err(_) => serde_json::from_str::<Vec<Resp>>(text)
                 .map_err(|e| undecodable(&e, text))?
                 .into_iter()
                 .map(|r| r.outcome(&body))
                 .collect(),
-        };
+        },
+    };
     if outcomes.len() != size {
         return Err(Failure::BadBatch(format!(
             "invalid response: unexpected number of responses ({} for {size} calls)",
@@ -452,6 +459,99 @@ mod tests {
             texts(answer(single.as_bytes(), 4, 1).unwrap()),
             ["block 4: "]
         );
+    }
+
+    /// What serde_json makes of a batch of block answers: each answer's id
+    /// and its block; `None` where it refuses the text or an answer holds
+    /// an error.
+    fn serde_answers(text: &str) -> Option<Vec<crate::decode::BlockAnswer<'_>>> {
+        let resps: Vec<BlockResp> = serde_json::from_str(text).ok()?;
+        resps
+            .into_iter()
+            .map(|r| r.error.is_none().then_some((r.id, r.result)))
+            .collect()
+    }
+
+    #[test]
+    fn the_one_pass_reader_reads_block_batches_as_serde_json_does() {
+        // Every fixture block (mainnet, Gnosis's Aura seals, the testnets,
+        // withdrawals, blobs) in one batch, in the shape a node sends, then
+        // every one-byte corruption of a short batch: the reader accepts
+        // only what serde_json reads the same way.
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/blocks");
+        let mut answers = Vec::new();
+        let mut names: Vec<_> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .collect();
+        names.sort();
+        for (id, path) in names.iter().enumerate() {
+            let mut text = String::new();
+            let file = std::fs::File::open(path).unwrap();
+            std::io::Read::read_to_string(&mut flate2::read::GzDecoder::new(file), &mut text)
+                .unwrap();
+            answers.push(format!(r#"{{"jsonrpc":"2.0","id":{id},"result":{text}}}"#));
+        }
+        assert!(answers.len() >= 40, "{} fixture blocks", answers.len());
+        let body = format!("[{}]", answers.join(",\n"));
+        let fast = block_answers(&body).expect("the plain shape");
+        assert_eq!(Some(&fast), serde_answers(&body).as_ref());
+        // The whole path: the same blocks as the fallback reads them.
+        let got = answer(body.as_bytes(), 0, answers.len()).unwrap();
+        let txs: usize = got
+            .iter()
+            .map(|o| o.as_ref().unwrap().as_ref().unwrap().txs.len())
+            .sum();
+        assert!(txs > 1_000, "{txs} transactions");
+        let outcomes = texts(got);
+        let shared = Arc::new(body.clone());
+        let slow: Vec<CallOutcome> = serde_json::from_str::<Vec<BlockResp>>(&shared)
+            .unwrap()
+            .into_iter()
+            .map(|r| r.outcome(&shared).1)
+            .collect();
+        let slow = texts(slow);
+        let differ = (0..slow.len()).find(|&i| outcomes.get(i) != slow.get(i));
+        assert!(
+            differ.is_none() && outcomes.len() == slow.len(),
+            "answer {differ:?} differs"
+        );
+
+        let short = r#"[{"jsonrpc":"2.0","id":0,"result":{"number":"0x1","hash":null,"uncles":["0x2",{}],"size":-1.5e3,"withdrawals":[{"index":"0x0","x":[true,false]}],"transactions":[{"a":"0x1","b":[null,{}]},"0x3"]}},{"id":12,"result":null,"error":null}]"#;
+        assert!(block_answers(short).is_some());
+        let (mut tried, mut accepted) = (0, 0);
+        for v in crate::decode::scan_corruptions(short, b"\"\\,:{}[] 0159-.enx\x01") {
+            tried += 1;
+            if let Some(fast) = block_answers(&v) {
+                accepted += 1;
+                assert_eq!(Some(fast), serde_answers(&v), "differ on {v}");
+            }
+        }
+        assert!(
+            accepted > tried / 5 && accepted < tried * 3 / 4,
+            "{accepted} of {tried}"
+        );
+        // Left to serde_json: an error to read, a repeated field (of the
+        // answer, the block, a withdrawal), a key or value with an escape,
+        // an id that is not a u64, nesting deeper than the reader goes.
+        let deep = format!(
+            r#"[{{"id":0,"result":{{"transactions":[{}]}}}}]"#,
+            "[".repeat(70) + &"]".repeat(70)
+        );
+        for text in [
+            r#"[{"id":0,"error":{"code":1,"message":"m"}}]"#,
+            r#"[{"id":0,"id":1,"result":null}]"#,
+            r#"[{"id":0,"result":{"number":"0x1","number":"0x2"}}]"#,
+            r#"[{"id":0,"result":{"withdrawals":[{"index":"0x1","index":"0x1"}]}}]"#,
+            r#"[{"id":0,"result":{"n\u0075mber":"0x1"}}]"#,
+            r#"[{"id":0,"result":{"number":"0x\u0031"}}]"#,
+            r#"[{"id":0,"result":{"number":1}}]"#,
+            r#"[{"id":-1,"result":null}]"#,
+            r#"[{"id":1.0,"result":null}]"#,
+            &deep,
+        ] {
+            assert!(block_answers(text).is_none(), "{text}");
+        }
     }
 
     #[test]
