@@ -42,9 +42,9 @@ pub use chain_tx::{ArbitrumFields, CeloFields, ChainFields, OpDeposit, ScrollL1M
 pub use event::{ColumnKind, EventSpec, Param, SignatureError, Value};
 pub use hex::{DecodeError, U256, hex0x, parse_bytes, parse_fixed, parse_u64, parse_u256};
 pub use receipt::{Log, Receipt, logs_from_json, receipts_from_slices};
-pub(crate) use scan::{block_answers, block_receipt_lists};
 #[cfg(test)]
 pub(crate) use scan::{BlockAnswer, ReceiptList, corruptions as scan_corruptions};
+pub(crate) use scan::{block_answers, block_receipt_lists};
 pub use signing::keccak;
 pub use tx::{AccessItem, Authorization, PayloadError, Tx};
 
