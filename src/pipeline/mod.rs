@@ -32,7 +32,7 @@ mod refetch;
 
 pub use follow::{ConvergeEnd, FollowStart, backfill, follow};
 pub use leased::{auto_segment_blocks, leased_backfill};
-pub use range::{Step, index_range};
+pub use range::{PENDING_TXS, Step, index_range};
 
 use std::sync::Arc;
 

@@ -3,10 +3,18 @@
 //! writing overlap and memory stays flat however long the range.
 //!
 //! ```text
-//!  source.blocks ─▶ [submit] ─pending(bounded)─▶ [collect] ─batches(1)─▶ [write] ─▶ sink
+//!  source.blocks ─▶ [submit] ─pending(bounded)─▶ [collect] ─batch, when asked─▶ [write] ─▶ sink
 //!                     │ chunks of txs                ▲ awaits chunks in order
 //!                     └────────▶ recover::Pool ──────┘
 //! ```
+//!
+//! What a range holds at once is bounded whatever the speed of each stage:
+//! the source's window of batches in flight, [`PENDING_BLOCKS`] blocks (and
+//! [`PENDING_TXS`] transactions) queued or recovered but not collected, the
+//! batch being gathered (about `index.write_batch_txs` at most) and the
+//! one being written. The writer asks for each batch when it is idle and
+//! takes what is gathered; a full batch waits for it to ask, and the stages
+//! before stop behind it.
 //!
 //! Each block is put together from its jobs' results and handed to
 //! [`verify::check`] once, which answers with the block to store or a
@@ -66,7 +74,7 @@ const PENDING_BLOCKS: usize = 256;
 /// finished results (with their receipts and logs) waiting for a writer
 /// that is slower than recovery, whatever the size of the blocks. About
 /// 0.4 s of recovery on two cores; a block larger than this takes them all.
-const PENDING_TXS: usize = 16_384;
+pub const PENDING_TXS: usize = 16_384;
 
 /// How a range run ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -184,10 +192,10 @@ pub async fn index_ranges(
     ranges: Ranges<'_>,
 ) -> anyhow::Result<Step> {
     let (pending_tx, pending_rx) = mpsc::channel::<Pending>(PENDING_BLOCKS);
-    let (batch_tx, batch_rx) = mpsc::channel::<Vec<Block>>(1);
+    let (ask_tx, ask_rx) = mpsc::channel::<Ask>(1);
     let submit = submit(ctx, ranges, pending_tx);
-    let collect = collect(ctx, anchors, pending_rx, batch_tx);
-    let write = write(ctx, batch_rx);
+    let collect = collect(ctx, anchors, pending_rx, ask_rx);
+    let write = write(ctx, ask_tx);
     let (submitted, collected, written) = tokio::try_join!(submit, collect, write)?;
     Ok(match (written, collected) {
         (Step::Done, Step::Done) => submitted,
@@ -295,22 +303,67 @@ async fn queue(
     Ok(pending)
 }
 
-/// Stage 2: awaits each block's chunks in order, verifies, and batches.
+/// The writer's request for the next batch, sent when it is idle: a batch
+/// is handed over only to a writer that asks, so none waits between the
+/// stages (at most one is written while the next is gathered).
+type Ask = oneshot::Sender<Vec<Block>>;
+
+/// Stage 2: awaits each block's chunks in order, verifies, and batches:
+/// the writer gets what is gathered when it asks, and a full batch (or one
+/// that ends a range) waits for it to ask.
 /// [`Step::Shutdown`] when shutdown came while a block was being fetched
 /// again: the blocks before it are handed on, it and those after it not.
 async fn collect(
     ctx: &Ctx,
     anchors: &Anchors,
     mut pending_rx: mpsc::Receiver<Pending>,
-    batch_tx: mpsc::Sender<Vec<Block>>,
+    mut asks: mpsc::Receiver<Ask>,
 ) -> anyhow::Result<Step> {
     let limits = &ctx.index;
     let mut batch: Vec<Block> = Vec::new();
     let mut batch_txs = 0;
+    let mut ends_range = false;
+    let mut asked: Option<Ask> = None;
     let mut ended = Step::Done;
-    while let Some(p) = pending_rx.recv().await {
+    loop {
+        if !batch.is_empty() {
+            let full = ends_range
+                || batch_txs >= limits.write_batch_txs.get()
+                || batch.len() >= limits.write_batch_blocks.get();
+            if asked.is_none() {
+                asked = if full {
+                    match asks.recv().await {
+                        Some(ask) => Some(ask),
+                        None => return Ok(Step::Done), // the writer stopped; it reports why
+                    }
+                } else {
+                    asks.try_recv().ok()
+                };
+            }
+            if let Some(ask) = asked.take() {
+                (batch_txs, ends_range) = (0, false);
+                if ask.send(std::mem::take(&mut batch)).is_err() {
+                    return Ok(Step::Done);
+                }
+                continue;
+            }
+        }
+        // The next block; or, while it is not ready, the writer asking for
+        // what is gathered.
+        let p = tokio::select! {
+            biased;
+            p = pending_rx.recv() => p,
+            ask = asks.recv(), if !batch.is_empty() => match ask {
+                Some(ask) => {
+                    asked = Some(ask);
+                    continue;
+                }
+                None => return Ok(Step::Done),
+            },
+        };
+        let Some(p) = p else { break };
         let n = p.header.number;
-        let ends_range = p.ends_range;
+        ends_range = p.ends_range;
         let block = match assemble(ctx, anchors, p).await {
             Ok(b) => b,
             Err(r) if !r.is_fatal() => match refetched(ctx, anchors, n, r).await? {
@@ -324,26 +377,15 @@ async fn collect(
         };
         batch_txs += block.txs.len();
         batch.push(block);
-        let full = batch_txs >= limits.write_batch_txs.get()
-            || batch.len() >= limits.write_batch_blocks.get()
-            || ends_range;
-        if full {
-            batch_txs = 0;
-            if batch_tx.send(std::mem::take(&mut batch)).await.is_err() {
-                return Ok(Step::Done);
-            }
-        } else if pending_rx.is_empty() {
-            // Nothing else is ready: hand over what we have if the writer is
-            // idle, otherwise keep growing the batch while it works.
-            match batch_tx.try_send(std::mem::take(&mut batch)) {
-                Ok(()) => batch_txs = 0,
-                Err(mpsc::error::TrySendError::Full(b)) => batch = b,
-                Err(mpsc::error::TrySendError::Closed(_)) => return Ok(Step::Done),
-            }
-        }
     }
     if !batch.is_empty() {
-        let _ = batch_tx.send(batch).await;
+        let ask = match asked {
+            Some(ask) => Some(ask),
+            None => asks.recv().await,
+        };
+        if let Some(ask) = ask {
+            let _ = ask.send(batch);
+        }
     }
     Ok(ended)
 }
@@ -571,9 +613,14 @@ pub fn check_block_text(
 }
 
 /// Stage 3: commits each batch with the checkpoint.
-async fn write(ctx: &Ctx, mut batch_rx: mpsc::Receiver<Vec<Block>>) -> anyhow::Result<Step> {
+async fn write(ctx: &Ctx, asks: mpsc::Sender<Ask>) -> anyhow::Result<Step> {
     let mut progress = ctx.progress.lock().await;
-    while let Some(batch) = batch_rx.recv().await {
+    loop {
+        let (ask, answer) = oneshot::channel();
+        if asks.send(ask).await.is_err() {
+            break; // everything collected was handed over
+        }
+        let Ok(batch) = answer.await else { break };
         let (Some(first), Some(last)) = (batch.first(), batch.last()) else {
             continue;
         };

@@ -215,6 +215,51 @@ async fn reorgs_of_every_depth_to_the_limit_roll_back_and_one_deeper_stops() {
     assert_eq!(reorgs(&run.pool).await.len(), MAX_DEPTH as usize);
 }
 
+/// `impl Sink for $ty`, whose `store` field answers every call but
+/// `write_blocks`, which `$write` does (`$sink` is `self`).
+macro_rules! sink_over_store {
+    ($ty:ty, |$sink:ident, $blocks:ident| $write:block) => {
+        #[async_trait::async_trait]
+        impl Sink for $ty {
+            async fn write_blocks(&self, $blocks: &[Block]) -> anyhow::Result<Written> {
+                let $sink = self;
+                $write
+            }
+            async fn checkpoint(&self) -> anyhow::Result<Option<(u64, B256)>> {
+                Ok(self.store.checkpoint().await?)
+            }
+            async fn block_hash(&self, n: u64) -> anyhow::Result<Option<B256>> {
+                Ok(self.store.block_hash(n).await?)
+            }
+            async fn parent_hash(&self, n: u64) -> anyhow::Result<Option<B256>> {
+                Ok(self.store.parent_hash(n).await?)
+            }
+            async fn linked(&self, from: u64, to: u64) -> anyhow::Result<bool> {
+                Ok(self.store.linked(from, to).await?)
+            }
+            async fn record_anchor(&self, anchor: &Anchor) -> anyhow::Result<()> {
+                Ok(self.store.record_anchor(anchor).await?)
+            }
+            async fn rollback_to(&self, ancestor: u64, new: Option<&B256>) -> anyhow::Result<u64> {
+                Ok(self.store.rollback_to(ancestor, new).await?)
+            }
+            async fn stored_blocks(&self, from: u64, to: u64) -> anyhow::Result<(u64, u64)> {
+                Ok(self.store.stored_blocks(from, to).await?)
+            }
+            async fn missing_lookup_indexes(&self) -> anyhow::Result<Vec<&'static str>> {
+                Ok(self.store.missing_lookup_indexes().await?)
+            }
+            async fn drop_lookup_indexes(&self) -> anyhow::Result<()> {
+                Ok(self.store.drop_lookup_indexes().await?)
+            }
+            async fn build_lookup_indexes(&self) -> anyhow::Result<()> {
+                self.store.build_lookup_indexes().await?;
+                Ok(())
+            }
+        }
+    };
+}
+
 /// A sink that forks the chain once the store has committed block `at`:
 /// a reorg that lands while a catch-up is writing.
 struct ForkAfter {
@@ -225,52 +270,18 @@ struct ForkAfter {
     done: AtomicBool,
 }
 
-#[async_trait::async_trait]
-impl Sink for ForkAfter {
-    async fn write_blocks(&self, blocks: &[Block]) -> anyhow::Result<Written> {
-        let written = self.store.write_blocks(blocks).await?;
-        let last = blocks.last().map(|b| b.header.number);
-        if matches!(written, Written::Committed(_))
-            && last >= Some(self.at)
-            && !self.done.swap(true, Ordering::SeqCst)
-        {
-            let len = self.chain.tip() + 1 - self.fork_from;
-            self.chain.fork_at(self.fork_from, len);
-        }
-        Ok(written)
+sink_over_store!(ForkAfter, |sink, blocks| {
+    let written = sink.store.write_blocks(blocks).await?;
+    let last = blocks.last().map(|b| b.header.number);
+    if matches!(written, Written::Committed(_))
+        && last >= Some(sink.at)
+        && !sink.done.swap(true, Ordering::SeqCst)
+    {
+        let len = sink.chain.tip() + 1 - sink.fork_from;
+        sink.chain.fork_at(sink.fork_from, len);
     }
-    async fn checkpoint(&self) -> anyhow::Result<Option<(u64, B256)>> {
-        Ok(self.store.checkpoint().await?)
-    }
-    async fn block_hash(&self, n: u64) -> anyhow::Result<Option<B256>> {
-        Ok(self.store.block_hash(n).await?)
-    }
-    async fn parent_hash(&self, n: u64) -> anyhow::Result<Option<B256>> {
-        Ok(self.store.parent_hash(n).await?)
-    }
-    async fn linked(&self, from: u64, to: u64) -> anyhow::Result<bool> {
-        Ok(self.store.linked(from, to).await?)
-    }
-    async fn record_anchor(&self, anchor: &Anchor) -> anyhow::Result<()> {
-        Ok(self.store.record_anchor(anchor).await?)
-    }
-    async fn rollback_to(&self, ancestor: u64, new: Option<&B256>) -> anyhow::Result<u64> {
-        Ok(self.store.rollback_to(ancestor, new).await?)
-    }
-    async fn stored_blocks(&self, from: u64, to: u64) -> anyhow::Result<(u64, u64)> {
-        Ok(self.store.stored_blocks(from, to).await?)
-    }
-    async fn missing_lookup_indexes(&self) -> anyhow::Result<Vec<&'static str>> {
-        Ok(self.store.missing_lookup_indexes().await?)
-    }
-    async fn drop_lookup_indexes(&self) -> anyhow::Result<()> {
-        Ok(self.store.drop_lookup_indexes().await?)
-    }
-    async fn build_lookup_indexes(&self) -> anyhow::Result<()> {
-        self.store.build_lookup_indexes().await?;
-        Ok(())
-    }
-}
+    Ok(written)
+});
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_reorg_during_a_catch_up_is_rolled_back_and_the_catch_up_completes() {
@@ -430,4 +441,68 @@ async fn blocks_larger_than_one_copy_piece_are_stored_whole() {
     .await
     .unwrap();
     assert!(smallest > 1 << 20, "a block's rows take {smallest} bytes");
+}
+
+/// A sink whose writes wait until `gate` has permits: a writer stuck on a
+/// batch, as behind a PostgreSQL that stopped answering. Each batch's
+/// length is noted as it arrives.
+struct Gated {
+    store: Store,
+    gate: Arc<tokio::sync::Semaphore>,
+    batches: std::sync::Mutex<Vec<usize>>,
+}
+
+sink_over_store!(Gated, |sink, blocks| {
+    sink.batches.lock().unwrap().push(blocks.len());
+    let _pass = sink.gate.acquire().await?;
+    Ok(sink.store.write_blocks(blocks).await?)
+});
+
+/// While the writer is stuck on its first batch, the range holds that
+/// batch, one more gathered for it (`index.write_batch_blocks`, 16 here),
+/// the blocks queued or recovered up to `PENDING_TXS`, and the one block
+/// the fetching stage waits to queue: it fetches that many and no more.
+/// None of it is lost once the writer goes on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stuck_writer_stops_fetching_one_batch_ahead_of_it() {
+    const TXS_PER_BLOCK: usize = 200;
+    let chain = MemoryChain::new(400, TXS_PER_BLOCK);
+    let (store, pool) = store().await;
+    let gate = Arc::new(tokio::sync::Semaphore::new(0));
+    let sink = Arc::new(Gated {
+        store,
+        gate: Arc::clone(&gate),
+        batches: Default::default(),
+    });
+    let run = context(&chain, Arc::clone(&sink) as _, pool);
+    let ctx = Arc::clone(&run.ctx);
+    let task = tokio::spawn(async move { sender_indexer::pipeline::backfill(&ctx, 0, 399).await });
+    let deadline = Instant::now() + LIMIT;
+    let first = loop {
+        if let Some(&n) = sink.batches.lock().unwrap().first() {
+            break n;
+        }
+        assert!(Instant::now() < deadline, "no batch reached the writer");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    };
+    let queued = sender_indexer::pipeline::PENDING_TXS / TXS_PER_BLOCK;
+    let bound = (first + run.ctx.index.write_batch_blocks.get() + queued + 1) as u64;
+    while chain.blocks_served() < bound {
+        assert!(
+            Instant::now() < deadline,
+            "fetching stopped at {} blocks, short of {bound}",
+            chain.blocks_served()
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(
+        chain.blocks_served(),
+        bound,
+        "blocks fetched while the writer is stuck"
+    );
+    assert_eq!(sink.batches.lock().unwrap().len(), 1);
+    gate.add_permits(1 << 20);
+    assert_eq!(ended(task).await.unwrap(), ConvergeEnd::Complete);
+    differs(&run.pool, &chain, 399).await.unwrap();
 }
