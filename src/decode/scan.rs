@@ -156,9 +156,33 @@ pub(crate) type ReceiptList = (Option<u64>, Option<Vec<std::ops::Range<usize>>>)
 /// answer with an `error`, and lets serde_json read it. Accepts only text
 /// serde_json reads as the same answers with the same raw receipts.
 pub(crate) fn block_receipt_lists(text: &str) -> Option<Vec<ReceiptList>> {
+    let answers = answers(text, |c| {
+        c.opt_array(|c| {
+            c.skip_ws();
+            let start = c.at;
+            c.skip_value(0)?;
+            Some(start..c.at)
+        })
+    })?;
+    Some(
+        answers
+            .into_iter()
+            .map(|(id, result)| (id, result.flatten()))
+            .collect(),
+    )
+}
+
+/// Reads `text` as a batch of JSON-RPC answers, each its `id` and its
+/// `result` read by `result` (`None` when absent), or declines: an answer
+/// with an `error` is serde_json's to read (and the batch's failure), and
+/// so is any other shape than the plain one.
+fn answers<'a, T>(
+    text: &'a str,
+    mut result: impl FnMut(&mut Cursor<'a>) -> Option<T>,
+) -> Option<Vec<(Option<u64>, Option<T>)>> {
     whole(text, |c| {
         c.array(|c| {
-            let (mut id, mut result) = (None, None);
+            let (mut id, mut value) = (None, None);
             let mut seen = Seen(0);
             c.object(|c, key| match key {
                 b"id" => {
@@ -171,23 +195,17 @@ pub(crate) fn block_receipt_lists(text: &str) -> Option<Vec<ReceiptList>> {
                 }
                 b"result" => {
                     seen.first(2)?;
-                    result = c.opt_array(|c| {
-                        c.skip_ws();
-                        let start = c.at;
-                        c.skip_value(0)?;
-                        Some(start..c.at)
-                    })?;
+                    value = Some(result(c)?);
                     Some(())
                 }
-                // An error object is serde_json's to read (and the batch's
-                // failure); `null` is no error.
+                // `null` is no error.
                 b"error" => {
                     seen.first(4)?;
                     c.null()
                 }
                 _ => c.skip_value(0),
             })?;
-            Some((id, result))
+            Some((id, value))
         })
     })
 }
@@ -203,35 +221,9 @@ pub(crate) type BlockAnswer<'a> = (Option<u64>, Option<Option<BlockWire<'a>>>);
 /// `error`, and lets serde_json read it. Accepts only text serde_json reads
 /// as the same answers with the same blocks.
 pub(crate) fn block_answers(text: &str) -> Option<Vec<BlockAnswer<'_>>> {
-    whole(text, |c| {
-        c.array(|c| {
-            let (mut id, mut result) = (None, None);
-            let mut seen = Seen(0);
-            c.object(|c, key| match key {
-                b"id" => {
-                    seen.first(1)?;
-                    id = match c.peek()? {
-                        b'n' => c.null().map(|()| None)?,
-                        _ => Some(c.u64()?),
-                    };
-                    Some(())
-                }
-                b"result" => {
-                    seen.first(2)?;
-                    result = Some(match c.peek()? {
-                        b'n' => c.null().map(|()| None)?,
-                        _ => Some(block(c, text)?),
-                    });
-                    Some(())
-                }
-                b"error" => {
-                    seen.first(4)?;
-                    c.null()
-                }
-                _ => c.skip_value(0),
-            })?;
-            Some((id, result))
-        })
+    answers(text, |c| match c.peek()? {
+        b'n' => c.null().map(|()| None),
+        _ => block(c, text).map(Some),
     })
 }
 
