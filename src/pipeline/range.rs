@@ -12,9 +12,9 @@
 //! the source's window of batches in flight, [`PENDING_BLOCKS`] blocks (and
 //! [`PENDING_TXS`] transactions) queued or recovered but not collected, the
 //! batch being gathered (about `index.write_batch_txs` at most) and the
-//! one being written. The writer asks for each batch when it is idle, and
-//! takes what is gathered once no other block is queued; a full batch waits
-//! for it to ask, and the stages before stop behind it.
+//! one being written. The writer asks for each batch when it is idle and
+//! takes what is gathered; a full batch waits for it to ask, and the stages
+//! before stop behind it.
 //!
 //! Each block is put together from its jobs' results and handed to
 //! [`verify::check`] once, which answers with the block to store or a
@@ -309,8 +309,8 @@ async fn queue(
 type Ask = oneshot::Sender<Vec<Block>>;
 
 /// Stage 2: awaits each block's chunks in order, verifies, and batches:
-/// the writer gets what is gathered when it asks and no other block is
-/// queued, and a full batch (or one that ends a range) waits for it to ask.
+/// the writer gets what is gathered when it asks, and a full batch (or one
+/// that ends a range) waits for it to ask.
 /// [`Step::Shutdown`] when shutdown came while a block was being fetched
 /// again: the blocks before it are handed on, it and those after it not.
 async fn collect(
@@ -326,9 +326,6 @@ async fn collect(
     let mut asked: Option<Ask> = None;
     let mut ended = Step::Done;
     loop {
-        // A full batch waits for the writer to ask; one that is not is
-        // handed to a writer that asked once nothing else is queued, and
-        // grows meanwhile (fewer, larger writes cost PostgreSQL less).
         if !batch.is_empty() {
             let full = ends_range
                 || batch_txs >= limits.write_batch_txs.get()
@@ -343,7 +340,7 @@ async fn collect(
                     asks.try_recv().ok()
                 };
             }
-            if let Some(ask) = asked.take_if(|_| full || pending_rx.is_empty()) {
+            if let Some(ask) = asked.take() {
                 (batch_txs, ends_range) = (0, false);
                 if ask.send(std::mem::take(&mut batch)).is_err() {
                     return Ok(Step::Done);
@@ -356,7 +353,7 @@ async fn collect(
         let p = tokio::select! {
             biased;
             p = pending_rx.recv() => p,
-            ask = asks.recv(), if asked.is_none() && !batch.is_empty() => match ask {
+            ask = asks.recv(), if !batch.is_empty() => match ask {
                 Some(ask) => {
                     asked = Some(ask);
                     continue;
