@@ -8,7 +8,8 @@ use serde_json::{Value, json};
 
 use super::*;
 use crate::decode::{
-    B256, BloomCache, ChainFields, PayloadError, Receipt, Tx, U256, keccak, parse_fixed, parse_u64,
+    B256, BloomCache, ChainFields, L1Costs, PayloadError, Receipt, Tx, U256, keccak, parse_fixed,
+    parse_u64,
 };
 use crate::recover::{pubkey_to_address, recover_tx};
 use crate::verify::{header_hash, ordered_root, receipt_encoding, withdrawals_root};
@@ -344,6 +345,71 @@ fn op_headers_hash_with_the_standard_layout() {
     assert!(!Profile::of(Family::Ethereum).withdrawals_root_is_storage_root(&jovian));
     let legacy = BlockHeader::from_value(&value("optimism-103110422.hashes.json")).unwrap();
     assert!(!Profile::of(Family::OpStack).withdrawals_root_is_storage_root(&legacy));
+}
+
+#[test]
+fn rollup_receipts_keep_the_l1_costs_their_node_reports_outside_the_encoding() {
+    let u = |x: u64| U256::from_u64(x);
+    // OP Mainnet (Ecotone): l1Fee, l1GasUsed, l1GasPrice as op-geth sends them.
+    let op = Receipt::from_json(&text("optimism-receipt-2bc7cb46.json")).unwrap();
+    let want = L1Costs {
+        l1_fee: Some(u(0x105d4b2024)),
+        l1_gas_used: Some(u(0x800)),
+        l1_gas_price: Some(u(0x5d749a07e)),
+        gas_used_for_l1: None,
+    };
+    assert_eq!(op.l1_costs.as_deref(), Some(&want));
+    // Arbitrum One and Sepolia: gasUsedForL1, 0x0 for the internal 0x6a.
+    let arb = Receipt::from_json(&text("arbitrum-receipt-21be7a93.json")).unwrap();
+    let arb_costs = arb.l1_costs.as_deref().unwrap();
+    assert_eq!(arb_costs.gas_used_for_l1, Some(0x113076));
+    assert_eq!(arb_costs.l1_fee, None);
+    let sepolia: Vec<Value> =
+        serde_json::from_str(&text("arb-sepolia-185232421.receipts.json")).unwrap();
+    let used: Vec<Option<u64>> = sepolia
+        .iter()
+        .map(|r| {
+            Receipt::from_json(&r.to_string())
+                .unwrap()
+                .l1_costs
+                .unwrap()
+                .gas_used_for_l1
+        })
+        .collect();
+    assert_eq!(used, [0, 0x35, 0x34, 0x127, 0x35, 0x7f, 0xa6].map(Some));
+    // Ethereum-family receipts report none: nothing kept.
+    let polygon = Receipt::from_json(&text("polygon-receipt-e4733eb7.json")).unwrap();
+    assert_eq!(polygon.l1_costs, None);
+
+    // Outside the receipts root: the encoding does not change with them.
+    let mut cache = BloomCache::default();
+    let mut bare = value("optimism-receipt-2bc7cb46.json");
+    for k in ["l1Fee", "l1GasUsed", "l1GasPrice"] {
+        bare.as_object_mut().unwrap().remove(k);
+    }
+    let bare = Receipt::from_json(&bare.to_string()).unwrap();
+    assert_eq!(bare.l1_costs, None);
+    assert_eq!(
+        receipt_encoding(&op, &mut cache).unwrap().0,
+        receipt_encoding(&bare, &mut cache).unwrap().0
+    );
+
+    // A value that is not a quantity is an error naming the field, in the
+    // one-pass reader's path and in serde_json's alike.
+    for (field, bad) in [
+        ("l1Fee", json!("0.684")),
+        ("l1GasPrice", json!("0xzz")),
+        ("gasUsedForL1", json!("0x10000000000000000")),
+    ] {
+        let mut v = value("optimism-receipt-2bc7cb46.json");
+        v[field] = bad.clone();
+        let err = Receipt::from_json(&v.to_string()).unwrap_err().to_string();
+        assert!(err.contains(field), "{field} = {bad}: {err}");
+    }
+    // Not a string at all: refused as for every other quantity.
+    let mut v = value("optimism-receipt-2bc7cb46.json");
+    v["l1GasUsed"] = json!(12);
+    assert!(Receipt::from_json(&v.to_string()).is_err());
 }
 
 #[test]

@@ -41,7 +41,7 @@ pub use bloom::{Bloom, BloomCache, bloom_add, bloom_may_contain};
 pub use chain_tx::{ArbitrumFields, CeloFields, ChainFields, OpDeposit, ScrollL1Message};
 pub use event::{ColumnKind, EventSpec, Param, SignatureError, Value};
 pub use hex::{DecodeError, U256, hex0x, parse_bytes, parse_fixed, parse_u64, parse_u256};
-pub use receipt::{Log, Receipt, logs_from_json, receipts_from_slices};
+pub use receipt::{L1Costs, Log, Receipt, logs_from_json, receipts_from_slices};
 #[cfg(test)]
 pub(crate) use scan::{BlockAnswer, ReceiptList, corruptions as scan_corruptions};
 pub(crate) use scan::{block_answers, block_receipt_lists};

@@ -48,6 +48,27 @@ pub struct Receipt {
     /// receipt's consensus encoding when present.
     pub deposit_nonce: Option<u64>,
     pub deposit_receipt_version: Option<u64>,
+    /// What the node says the transaction paid for its L1 data, where the
+    /// chain reports it; `None` on chains that do not (boxed: most
+    /// receipts have none).
+    pub l1_costs: Option<Box<L1Costs>>,
+}
+
+/// The L1 data costs rollup nodes add to their receipts: RPC-only fields,
+/// outside the receipts root, so nothing in the block commits to them and
+/// they are stored as the node reports them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct L1Costs {
+    /// `l1Fee` (OP Stack, Scroll): wei charged for the L1 data fee, on
+    /// top of `gasUsed` x `effectiveGasPrice`.
+    pub l1_fee: Option<U256>,
+    /// `l1GasUsed` (OP Stack): the L1 gas the fee was computed from.
+    pub l1_gas_used: Option<U256>,
+    /// `l1GasPrice` (OP Stack): the L1 base fee the fee was computed from.
+    pub l1_gas_price: Option<U256>,
+    /// `gasUsedForL1` (Arbitrum): the part of `gasUsed` that paid for the
+    /// L1 data.
+    pub gas_used_for_l1: Option<u64>,
 }
 
 #[derive(Deserialize, Default)]
@@ -84,8 +105,16 @@ pub(super) struct WireReceipt<'a> {
     pub(super) deposit_nonce: Option<&'a [u8]>,
     #[serde(borrow)]
     pub(super) deposit_receipt_version: Option<&'a [u8]>,
-    // Every other field (OP's `l1Fee` family, some of them decimal strings
-    // such as `l1FeeScalar: "0.684"`; Arbitrum's `gasUsedForL1`,
+    #[serde(borrow)]
+    pub(super) l1_fee: Option<&'a [u8]>,
+    #[serde(borrow)]
+    pub(super) l1_gas_used: Option<&'a [u8]>,
+    #[serde(borrow)]
+    pub(super) l1_gas_price: Option<&'a [u8]>,
+    #[serde(borrow, rename = "gasUsedForL1")]
+    pub(super) gas_used_for_l1: Option<&'a [u8]>,
+    // Every other field (the rest of OP's `l1Fee` family, some of them
+    // decimal strings such as `l1FeeScalar: "0.684"`; Arbitrum's
     // `l1BlockNumber`, `timeboosted`; zkSync's `l2ToL1Logs`) is RPC-only,
     // outside the receipts root, and skipped unread.
 }
@@ -132,6 +161,7 @@ impl Receipt {
                 });
             }
         };
+        let l1_costs = L1Costs::from_wire(&w)?;
         // Every receipt has its logs, if only `[]`: a receipt without them
         // would pass its logs off as none.
         let logs = w
@@ -167,7 +197,28 @@ impl Receipt {
                 w.deposit_receipt_version,
                 parse_u64,
             )?,
+            l1_costs,
         })
+    }
+}
+
+impl L1Costs {
+    /// `None` when the receipt reports none of them (every Ethereum
+    /// receipt): nothing allocated.
+    fn from_wire(w: &WireReceipt<'_>) -> Result<Option<Box<L1Costs>>, DecodeError> {
+        if w.l1_fee.is_none()
+            && w.l1_gas_used.is_none()
+            && w.l1_gas_price.is_none()
+            && w.gas_used_for_l1.is_none()
+        {
+            return Ok(None);
+        }
+        Ok(Some(Box::new(L1Costs {
+            l1_fee: opt("l1Fee", w.l1_fee, parse_u256)?,
+            l1_gas_used: opt("l1GasUsed", w.l1_gas_used, parse_u256)?,
+            l1_gas_price: opt("l1GasPrice", w.l1_gas_price, parse_u256)?,
+            gas_used_for_l1: opt("gasUsedForL1", w.gas_used_for_l1, parse_u64)?,
+        })))
     }
 }
 

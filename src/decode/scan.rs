@@ -104,6 +104,10 @@ pub(super) fn receipt(text: &str) -> Option<WireReceipt<'_>> {
                 b"contractAddress" => (1 << 11, &mut w.contract_address),
                 b"depositNonce" => (1 << 12, &mut w.deposit_nonce),
                 b"depositReceiptVersion" => (1 << 13, &mut w.deposit_receipt_version),
+                b"l1Fee" => (1 << 15, &mut w.l1_fee),
+                b"l1GasUsed" => (1 << 16, &mut w.l1_gas_used),
+                b"l1GasPrice" => (1 << 17, &mut w.l1_gas_price),
+                b"gasUsedForL1" => (1 << 18, &mut w.gas_used_for_l1),
                 b"logs" => {
                     seen.first(1 << 14)?;
                     w.logs = c.opt_array(log)?;
@@ -908,6 +912,10 @@ mod tests {
             r#"{"l2ToL1Logs":[]}"#,
             r#"{"l1FeeScalar":0.684}"#,
             r#"{"logs":[{"topics":["0x01",]}]}"#,
+            // The L1 costs it keeps: each once, each a string.
+            r#"{"l1Fee":"0x1","l1Fee":"0x1"}"#,
+            r#"{"gasUsedForL1":"0x0","gasUsedForL1":"0x0"}"#,
+            r#"{"gasUsedForL1":12}"#,
         ] {
             assert!(receipt(text).is_none(), "accepted {text}");
         }
@@ -917,6 +925,8 @@ mod tests {
             r#"{"logs":[{"removed":false,"topics":[]}],"timeboosted":true}"#,
             r#"{"logs":null,"l1FeeScalar":"0.684","to":null}"#,
             r#"{"status":"0x0"}"#,
+            r#"{"l1Fee":"0x105d4b2024","l1GasUsed":"0x800","l1GasPrice":"0x5d749a07e","logs":[]}"#,
+            r#"{"gasUsedForL1":"0x113076","l1BlockNumber":"0x105fbf6","l1Fee":null}"#,
         ] {
             assert!(check_receipt(text), "declined {text}");
         }

@@ -208,6 +208,10 @@ pub static TRANSACTIONS: Table = Table {
         "source_hash",
         "mint",
         "is_system_tx",
+        "l1_fee",
+        "l1_gas_used",
+        "l1_gas_price",
+        "gas_used_for_l1",
     ],
     lookup_indexes: &[
         LookupIndex {
@@ -264,14 +268,7 @@ pub static TRANSACTIONS: Table = Table {
                 Some(s) => t.i16(s.into()),
                 None => t.null(),
             };
-            match receipt.and_then(|r| r.gas_used) {
-                Some(g) => {
-                    let g = i64::try_from(g)
-                        .map_err(|_| out_of_range(block.header.number, "gasUsed", g))?;
-                    t.i64(g)
-                }
-                None => t.null(),
-            };
+            opt_gas(t, block, "gasUsed", receipt.and_then(|r| r.gas_used))?;
             opt_numeric(t, receipt.and_then(|r| r.effective_gas_price.as_ref()));
             t.opt_bytes(
                 receipt
@@ -297,6 +294,12 @@ pub static TRANSACTIONS: Table = Table {
                 Some(d) => t.bool(d.is_system_tx),
                 None => t.null(),
             };
+            // As the node reports them (see `L1Costs`).
+            let l1 = receipt.and_then(|r| r.l1_costs.as_deref());
+            opt_numeric(t, l1.and_then(|c| c.l1_fee.as_ref()));
+            opt_numeric(t, l1.and_then(|c| c.l1_gas_used.as_ref()));
+            opt_numeric(t, l1.and_then(|c| c.l1_gas_price.as_ref()));
+            opt_gas(t, block, "gasUsedForL1", l1.and_then(|c| c.gas_used_for_l1))?;
         }
         Ok(())
     }),
@@ -353,6 +356,19 @@ pub static LOGS: Table = Table {
         Ok(())
     }),
 };
+
+/// A gas amount into a `BIGINT`: below 2^63 by EIP-1985; one that is not
+/// stops the write naming the block and the field.
+fn opt_gas(out: &mut CopyBuf, block: &Block, field: &'static str, v: Option<u64>) -> Result<()> {
+    match v {
+        Some(g) => {
+            let g = i64::try_from(g).map_err(|_| out_of_range(block.header.number, field, g))?;
+            out.i64(g)
+        }
+        None => out.null(),
+    };
+    Ok(())
+}
 
 fn opt_numeric(out: &mut CopyBuf, v: Option<&U256>) {
     match v {

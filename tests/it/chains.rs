@@ -192,8 +192,15 @@ fn served_receipts(c: &Case) -> Option<Value> {
     }
 }
 
-/// sender_source, sender, node_from of one stored transaction.
-type SourceRow = (String, Option<Vec<u8>>, Option<Vec<u8>>);
+/// sender_source, sender, node_from, gas_used_for_l1, l1_fee of one
+/// stored transaction.
+type SourceRow = (
+    String,
+    Option<Vec<u8>>,
+    Option<Vec<u8>>,
+    Option<i64>,
+    Option<String>,
+);
 
 /// Through the whole binary and PostgreSQL: each real block, served by a
 /// node answering its chain's id, is stored by `backfill` with default
@@ -230,7 +237,8 @@ async fn backfill_stores_blocks_of_other_chains_at_the_level_reached() {
         assert_eq!(verified.as_deref(), Some(c.level), "{}", c.block);
         levels.insert(c.level);
         let rows: Vec<SourceRow> = sqlx::query_as(
-            "SELECT sender_source, sender, node_from FROM transactions ORDER BY tx_index",
+            "SELECT sender_source, sender, node_from, gas_used_for_l1, l1_fee::text \
+             FROM transactions ORDER BY tx_index",
         )
         .fetch_all(&pool)
         .await
@@ -238,10 +246,21 @@ async fn backfill_stores_blocks_of_other_chains_at_the_level_reached() {
         let want: Vec<&str> = c.sources.iter().map(|s| s.as_str()).collect();
         let got: Vec<&str> = rows.iter().map(|r| r.0.as_str()).collect();
         assert_eq!(got, want, "{}", c.block);
-        for (i, (source, sender, from)) in rows.iter().enumerate() {
+        let served = receipts.as_array().unwrap();
+        for (i, (source, sender, from, for_l1, l1_fee)) in rows.iter().enumerate() {
             match source.as_str() {
                 "none" => assert!(sender.is_none(), "{} tx {i}", c.block),
                 _ => assert_eq!(sender, from, "{} tx {i}", c.block),
+            }
+            // Arbitrum's gasUsedForL1 as its node reported it; no l1Fee on
+            // these chains.
+            let want = served[i]["gasUsedForL1"]
+                .as_str()
+                .map(|h| i64::from_str_radix(h.trim_start_matches("0x"), 16).unwrap());
+            assert_eq!(*for_l1, want, "{} tx {i}", c.block);
+            assert_eq!(*l1_fee, None, "{} tx {i}", c.block);
+            if c.chain_id == 421614 {
+                assert!(for_l1.is_some(), "{} tx {i}", c.block);
             }
         }
     }

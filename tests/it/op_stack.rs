@@ -247,3 +247,111 @@ async fn a_deposit_creation_is_checked_by_its_deposit_nonce() {
         .unwrap();
     assert_eq!(stored, 0);
 }
+
+/// What the proxy below reports as a signed transaction's `l1Fee`,
+/// `l1GasUsed` and `l1GasPrice` (in wei and gas; each row different).
+fn l1_costs_of(block: u64, index: u64) -> [u128; 3] {
+    [
+        0x10_5d4b_2024 * u128::from(block + 1) + u128::from(index),
+        0x800 + u128::from(index),
+        0x5_d749_a07e + u128::from(block),
+    ]
+}
+
+/// A proxy that adds to each receipt of a signed transaction the L1 costs
+/// op-geth reports there ([`l1_costs_of`]; a deposit's receipt has none),
+/// or with `l1_fee` set, that `l1Fee` instead.
+fn report_l1_costs(proxy: &FaultProxy, l1_fee: Option<&'static str>) {
+    proxy.set_edit(Some(Arc::new(move |method, result| {
+        if method != "eth_getBlockReceipts" && method != "eth_getTransactionReceipt" {
+            return false;
+        }
+        let receipts: Vec<&mut Value> = match result {
+            Value::Array(list) => list.iter_mut().collect(),
+            Value::Object(_) => vec![result],
+            _ => return false,
+        };
+        let mut edited = false;
+        for r in receipts {
+            if is_deposit(r) {
+                continue;
+            }
+            let (block, index) = (hex_u64(&r["blockNumber"]), hex_u64(&r["transactionIndex"]));
+            let [fee, used, price] = l1_costs_of(block, index);
+            r["l1Fee"] = Value::from(l1_fee.map_or(format!("{fee:#x}"), String::from));
+            r["l1GasUsed"] = Value::from(format!("{used:#x}"));
+            r["l1GasPrice"] = Value::from(format!("{price:#x}"));
+            edited = true;
+        }
+        edited
+    })));
+}
+
+/// block_number, tx_index, tx_type, l1_fee, l1_gas_used, l1_gas_price,
+/// gas_used_for_l1 of one stored transaction.
+type L1Row = (
+    i64,
+    i32,
+    i16,
+    Option<String>,
+    Option<String>,
+    Option<String>,
+    Option<i64>,
+);
+
+/// The L1 costs an OP node adds to its receipts are outside the receipts
+/// root: blocks carrying them verify in full, and each is stored as the
+/// node reported it (none for deposits). One that is not a quantity stops
+/// the run naming the block and the field, and nothing of it is stored.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_l1_costs_an_op_node_reports_are_stored_as_reported() {
+    let anvil = start_op_anvil().await;
+    mine_op_round(&anvil, 0, false).await;
+    mine_op_round(&anvil, 1, false).await;
+    let head = anvil.block_number().await;
+    let proxy = FaultProxy::start(anvil.url()).await;
+    report_l1_costs(&proxy, None);
+    let (pool, url) = pg::fresh_db().await;
+    let to = head.to_string();
+    indexer::run_ok(proxy.url(), &url, &["backfill", "--from", "0", "--to", &to]);
+    assert!(proxy.edited() > 0, "the proxy reported no L1 costs");
+    assert_db_equals_chain(&pool, &anvil, 0, head).await;
+    assert_every_block_verified_in_full(&pool).await;
+    let rows: Vec<L1Row> = sqlx::query_as(
+        "SELECT block_number, tx_index, tx_type, l1_fee::text, l1_gas_used::text, \
+                l1_gas_price::text, gas_used_for_l1 \
+         FROM transactions ORDER BY block_number, tx_index",
+    )
+    .fetch_all(&pool)
+    .await
+    .unwrap();
+    let (mut signed, mut deposits) = (0, 0);
+    for (block, index, tx_type, fee, used, price, for_l1) in &rows {
+        let got = [fee.clone(), used.clone(), price.clone()];
+        if *tx_type == 0x7e {
+            deposits += 1;
+            assert_eq!(got, [None, None, None], "deposit {block}/{index}");
+        } else {
+            signed += 1;
+            let want = l1_costs_of(*block as u64, *index as u64).map(|v| Some(v.to_string()));
+            assert_eq!(got, want, "tx {block}/{index}");
+        }
+        assert_eq!(*for_l1, None, "tx {block}/{index}");
+    }
+    assert!(
+        signed > 0 && deposits > 0,
+        "{signed} signed, {deposits} deposits"
+    );
+
+    report_l1_costs(&proxy, Some("0.684"));
+    let (pool, url) = pg::fresh_db().await;
+    let out = indexer::run(proxy.url(), &url, &["backfill", "--from", "1", "--to", "1"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "l1Fee 0.684 accepted:\n{err}");
+    assert!(err.contains("block 1") && err.contains("l1Fee"), "{err}");
+    let stored: i64 = sqlx::query_scalar("SELECT count(*) FROM transactions")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(stored, 0, "a block with a malformed l1Fee was stored");
+}
