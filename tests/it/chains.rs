@@ -6,6 +6,9 @@
 //! from the place the profile names; under Ethereum's rules the same block
 //! is refused with an error naming the type, the block, the chain id and
 //! the setting; and a changed field is caught.
+//!
+//! A real node with a chain's features, where anvil has them: `anvil --celo`
+//! under the celo profile (`anvil --network optimism` has `op_stack`).
 
 use serde_json::Value;
 
@@ -267,4 +270,86 @@ async fn backfill_stores_blocks_of_other_chains_at_the_level_reached() {
     // Each level a profile can reach below full is stored, not refused by
     // the table.
     assert_eq!(levels, ["full", "header", "links"].into());
+}
+
+/// `anvil --celo` (anvil's Celo features; it answers chain id 31337, so
+/// the profile is set, as for a Celo devnet of one's own): every signed
+/// type a Celo L2 block can hold on anvil (legacy, EIP-2930, EIP-1559,
+/// EIP-7702 self-signed and sponsored), backfilled with `--chain-profile
+/// celo`: the database equals the node, every block verified in full,
+/// every sender recovered and equal to the node's `from`, both
+/// authorizations valid.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_anvil_celo_chain_under_the_celo_profile_equals_the_node_verified_in_full() {
+    use crate::support::anvil::{Anvil, AnvilOptions, TxKind, hex_u64};
+    use crate::support::compare::assert_db_equals_chain;
+    use crate::support::{indexer, pg};
+
+    let anvil = Anvil::start_with(AnvilOptions {
+        extra_args: vec!["--celo".into()],
+        ..AnvilOptions::default()
+    })
+    .await;
+    let delegate = anvil.account(8).0.to_string();
+    let kinds = [
+        (1, TxKind::Legacy, 0),
+        (2, TxKind::AccessList, 1),
+        (3, TxKind::Eip1559, 2),
+        (
+            5,
+            TxKind::SetCode {
+                delegate: delegate.clone(),
+            },
+            4,
+        ),
+        (
+            6,
+            TxKind::SponsoredSetCode {
+                authority: 7,
+                delegate,
+            },
+            4,
+        ),
+    ];
+    for (from, kind, tx_type) in kinds {
+        let hash = anvil.send(from, kind.clone()).await;
+        let receipt = anvil.receipt(&hash).await;
+        assert_eq!(hex_u64(&receipt["type"]), tx_type, "{kind:?}");
+        assert_eq!(hex_u64(&receipt["status"]), 1, "{kind:?}");
+    }
+    let head = anvil.block_number().await;
+    let (pool, url) = pg::fresh_db().await;
+    let to = head.to_string();
+    indexer::run_ok(
+        anvil.url(),
+        &url,
+        &[
+            "backfill",
+            "--from",
+            "0",
+            "--to",
+            &to,
+            "--chain-profile",
+            "celo",
+        ],
+    );
+    assert_db_equals_chain(&pool, &anvil, 0, head).await;
+    let (blocks, full): (i64, i64) =
+        sqlx::query_as("SELECT count(*), count(*) FILTER (WHERE verified = 'full') FROM blocks")
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+    assert_eq!((blocks, full), (head as i64 + 1, head as i64 + 1));
+    let senders: Vec<(String, Option<bool>)> = sqlx::query_as(
+        "SELECT sender_source, from_matches FROM transactions ORDER BY block_number, tx_index",
+    )
+    .fetch_all(&pool)
+    .await
+    .unwrap();
+    assert_eq!(senders, vec![("recovered".to_string(), Some(true)); 5]);
+    let valid: Vec<Option<bool>> = sqlx::query_scalar("SELECT valid FROM authorizations")
+        .fetch_all(&pool)
+        .await
+        .unwrap();
+    assert_eq!(valid, [Some(true), Some(true)]);
 }

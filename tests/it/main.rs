@@ -7,7 +7,8 @@
 //!   `verify` (every field changed in turn must be caught), with the
 //!   fixture copied into `tests/fixtures/` and its provenance there. A
 //!   unit test of one function stays beside it in `src/verify/`. Another
-//!   chain's blocks by its profile: `chains`.
+//!   chain's blocks by its profile: `chains` (with `anvil --celo` under the
+//!   celo profile).
 //! * Malformed answers fed through the per-block path: `hostile`;
 //!   generated ones: `fuzz`.
 //! * Sender and authority recovery: `recover`; the `recover` command:
