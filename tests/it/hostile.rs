@@ -163,6 +163,19 @@ fn every_field_malformed_every_way_is_refused_by_name_never_a_panic() {
         }
         // Fields of the first receipt and of its first log.
         let Some(receipts) = receipts else { continue };
+        // With the L1 costs a rollup node adds (outside the receipts root,
+        // so the block still verifies), malformed every way like the rest.
+        let mut receipts = receipts.clone();
+        for (key, value) in [
+            ("l1Fee", "0x105d4b2024"),
+            ("l1GasUsed", "0x800"),
+            ("l1GasPrice", "0x5d749a07e"),
+            ("gasUsedForL1", "0x113076"),
+        ] {
+            receipts[0][key] = json!(value);
+        }
+        check(&block.to_string(), Some(&receipts.to_string()), name)
+            .unwrap_or_else(|e| panic!("{name} with L1 costs: {e}"));
         let hash = receipts[0]["transactionHash"].as_str().unwrap().to_owned();
         for key in receipts[0].as_object().unwrap().keys() {
             for m in mutations(&receipts[0][key]) {
