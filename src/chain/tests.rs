@@ -394,8 +394,8 @@ fn rollup_receipts_keep_the_l1_costs_their_node_reports_outside_the_encoding() {
         receipt_encoding(&bare, &mut cache).unwrap().0
     );
 
-    // A value that is not a quantity is an error naming the field, in the
-    // one-pass reader's path and in serde_json's alike.
+    // A string that is not a quantity of its size is an error naming the
+    // field.
     for (field, bad) in [
         ("l1Fee", json!("0.684")),
         ("l1GasPrice", json!("0xzz")),
