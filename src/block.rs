@@ -23,6 +23,9 @@ pub struct Block {
     pub logs: Vec<Log>,
     /// How it was verified before it was stored.
     pub verified: crate::verify::Level,
+    /// The L1 block it was sequenced against, where its verified header
+    /// commits to one (Arbitrum Nitro); `None` elsewhere.
+    pub l1_block_number: Option<u64>,
 }
 
 /// One transaction of a [`Block`].

@@ -438,6 +438,11 @@ pub struct Profile {
     /// pays min(maxFeePerGas, baseFee + tip) per gas. Arbitrum's sequencer
     /// charges the base fee alone.
     pub tips_paid: bool,
+    /// Whether a fully verified block's `mixHash` carries the number of the
+    /// L1 block it was sequenced against, in bytes 8..16 (Arbitrum Nitro:
+    /// send count, L1 block number, ArbOS version), so that the number is
+    /// committed by the header hash.
+    pub l1_block_in_mix_hash: bool,
 }
 
 const ETHEREUM: Profile = Profile {
@@ -448,6 +453,7 @@ const ETHEREUM: Profile = Profile {
     eras: &[],
     pseudo_txs: &[],
     tips_paid: true,
+    l1_block_in_mix_hash: false,
 };
 
 const OP_STACK: Profile = Profile {
@@ -463,6 +469,7 @@ const OP_STACK: Profile = Profile {
     }],
     pseudo_txs: &[],
     tips_paid: true,
+    l1_block_in_mix_hash: false,
 };
 
 const ARBITRUM: Profile = Profile {
@@ -500,6 +507,7 @@ const ARBITRUM: Profile = Profile {
     }],
     pseudo_txs: &[],
     tips_paid: false,
+    l1_block_in_mix_hash: true,
 };
 
 const POLYGON: Profile = Profile {
@@ -510,6 +518,7 @@ const POLYGON: Profile = Profile {
     eras: &[],
     pseudo_txs: &[PseudoTx::BorStateSync],
     tips_paid: true,
+    l1_block_in_mix_hash: false,
 };
 
 const BNB: Profile = Profile {
@@ -520,6 +529,7 @@ const BNB: Profile = Profile {
     eras: &[],
     pseudo_txs: &[],
     tips_paid: true,
+    l1_block_in_mix_hash: false,
 };
 
 const AVALANCHE: Profile = Profile {
@@ -530,6 +540,7 @@ const AVALANCHE: Profile = Profile {
     eras: &[],
     pseudo_txs: &[],
     tips_paid: true,
+    l1_block_in_mix_hash: false,
 };
 
 const CELO: Profile = Profile {
@@ -574,6 +585,7 @@ const CELO: Profile = Profile {
     ],
     pseudo_txs: &[],
     tips_paid: true,
+    l1_block_in_mix_hash: false,
 };
 
 const SCROLL: Profile = Profile {
@@ -589,6 +601,7 @@ const SCROLL: Profile = Profile {
     eras: &[],
     pseudo_txs: &[],
     tips_paid: true,
+    l1_block_in_mix_hash: false,
 };
 
 const ZKSYNC: Profile = Profile {
@@ -638,6 +651,7 @@ const ZKSYNC: Profile = Profile {
     eras: &[],
     pseudo_txs: &[],
     tips_paid: true,
+    l1_block_in_mix_hash: false,
 };
 
 /// A transaction type the chain's profile does not know.

@@ -824,6 +824,7 @@ fn polygon_blocks_verify_and_state_sync_is_outside_the_roots() {
         timestamp: 0,
         logs_bloom: None,
         fields: None,
+        l1_block_number: None,
     };
     let polygon = Profile::of(Family::Polygon);
     assert_eq!(

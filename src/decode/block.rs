@@ -25,6 +25,10 @@ pub struct BlockHeader {
     /// field of it (`crate::verify` rebuilds the hash from these); `None`
     /// for a bare header (a test chain, a minimal proxy).
     pub fields: Option<Box<HeaderFields>>,
+    /// `l1BlockNumber` as the node reports it (Arbitrum): the L1 block
+    /// the block was sequenced against. Not hashed as such; `verify` holds
+    /// it to the header where the chain's header commits to it.
+    pub l1_block_number: Option<u64>,
 }
 
 /// The header fields besides those of [`BlockHeader`] itself, as the block
@@ -141,6 +145,8 @@ pub struct BlockWire<'a> {
     pub(super) ext_data_gas_used: Option<&'a str>,
     #[serde(borrow)]
     pub(super) block_gas_cost: Option<&'a str>,
+    #[serde(borrow)]
+    pub(super) l1_block_number: Option<&'a str>,
     #[serde(borrow, default)]
     pub(super) transactions: Option<TxTexts<'a>>,
 }
@@ -196,6 +202,11 @@ impl BlockWire<'_> {
                 None => None,
             },
             fields: self.fields()?.map(Box::new),
+            l1_block_number: opt(
+                "l1BlockNumber",
+                self.l1_block_number.map(str::as_bytes),
+                parse_u64,
+            )?,
         })
     }
 
@@ -379,6 +390,7 @@ mod tests {
                 timestamp: 100,
                 logs_bloom: None,
                 fields: None,
+                l1_block_number: None,
             }
         );
         let slices: Vec<_> = ranges.iter().map(|r| &text[r.clone()]).collect();

@@ -266,6 +266,7 @@ fn block<'a>(c: &mut Cursor<'a>, text: &'a str) -> Option<BlockWire<'a>> {
             b"extDataHash" => (1 << 24, &mut b.ext_data_hash),
             b"extDataGasUsed" => (1 << 25, &mut b.ext_data_gas_used),
             b"blockGasCost" => (1 << 26, &mut b.block_gas_cost),
+            b"l1BlockNumber" => (1 << 29, &mut b.l1_block_number),
             b"withdrawals" => {
                 seen.first(1 << 27)?;
                 b.withdrawals = c.opt_array(withdrawal)?;

@@ -496,6 +496,16 @@ mod tests {
         let body = format!("[{}]", answers.join(",\n"));
         let fast = block_answers(&body).expect("the plain shape");
         assert_eq!(Some(&fast), serde_answers(&body).as_ref());
+        // Arbitrum's `l1BlockNumber`, read by both readers alike.
+        let arb = std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/fixtures/chains/arb-sepolia-185232421.json"
+        ))
+        .unwrap();
+        assert!(arb.contains(r#""l1BlockNumber""#));
+        let arb = format!(r#"[{{"jsonrpc":"2.0","id":0,"result":{arb}}}]"#);
+        let fast_arb = block_answers(&arb).expect("the plain shape");
+        assert_eq!(Some(&fast_arb), serde_answers(&arb).as_ref());
         // The whole path: the same blocks as the fallback reads them.
         let got = answer(body.as_bytes(), 0, answers.len()).unwrap();
         let txs: usize = got
@@ -542,6 +552,7 @@ mod tests {
             r#"[{"id":0,"error":{"code":1,"message":"m"}}]"#,
             r#"[{"id":0,"id":1,"result":null}]"#,
             r#"[{"id":0,"result":{"number":"0x1","number":"0x2"}}]"#,
+            r#"[{"id":0,"result":{"l1BlockNumber":"0x1","l1BlockNumber":"0x1"}}]"#,
             r#"[{"id":0,"result":{"withdrawals":[{"index":"0x1","index":"0x1"}]}}]"#,
             r#"[{"id":0,"result":{"n\u0075mber":"0x1"}}]"#,
             r#"[{"id":0,"result":{"number":"0x\u0031"}}]"#,

@@ -162,6 +162,7 @@ pub static BLOCKS: Table = Table {
         "tx_count",
         "verified",
         "timestamp_seconds",
+        "l1_block_number",
     ],
     lookup_indexes: &[],
     rows: Rows::Fixed(|block, out| {
@@ -176,7 +177,7 @@ pub static BLOCKS: Table = Table {
             .i32(tx_count)
             .text(block.verified.as_str())
             .numeric(&U256::from_u64(h.timestamp));
-        Ok(())
+        opt_bigint(out, block, "l1BlockNumber", block.l1_block_number)
     }),
 };
 
@@ -268,7 +269,7 @@ pub static TRANSACTIONS: Table = Table {
                 Some(s) => t.i16(s.into()),
                 None => t.null(),
             };
-            opt_gas(t, block, "gasUsed", receipt.and_then(|r| r.gas_used))?;
+            opt_bigint(t, block, "gasUsed", receipt.and_then(|r| r.gas_used))?;
             opt_numeric(t, receipt.and_then(|r| r.effective_gas_price.as_ref()));
             t.opt_bytes(
                 receipt
@@ -299,7 +300,7 @@ pub static TRANSACTIONS: Table = Table {
             opt_numeric(t, l1.and_then(|c| c.l1_fee.as_ref()));
             opt_numeric(t, l1.and_then(|c| c.l1_gas_used.as_ref()));
             opt_numeric(t, l1.and_then(|c| c.l1_gas_price.as_ref()));
-            opt_gas(t, block, "gasUsedForL1", l1.and_then(|c| c.gas_used_for_l1))?;
+            opt_bigint(t, block, "gasUsedForL1", l1.and_then(|c| c.gas_used_for_l1))?;
         }
         Ok(())
     }),
@@ -357,9 +358,10 @@ pub static LOGS: Table = Table {
     }),
 };
 
-/// A gas amount into a `BIGINT`: below 2^63 by EIP-1985; one that is not
-/// stops the write naming the block and the field.
-fn opt_gas(out: &mut CopyBuf, block: &Block, field: &'static str, v: Option<u64>) -> Result<()> {
+/// A u64 the protocol keeps below 2^63 (gas by EIP-1985, block numbers)
+/// into a `BIGINT`; one that is not stops the write naming the block and
+/// the field.
+fn opt_bigint(out: &mut CopyBuf, block: &Block, field: &'static str, v: Option<u64>) -> Result<()> {
     match v {
         Some(g) => {
             let g = i64::try_from(g).map_err(|_| out_of_range(block.header.number, field, g))?;

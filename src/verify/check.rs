@@ -126,6 +126,7 @@ pub fn check(block: Unchecked, rules: &Rules<'_>) -> Result<Checked, Rejection> 
         }
     }
     let mut verified = rules.level;
+    let mut l1_block_number = None;
     if full {
         let proofs = proofs.unwrap_or_default();
         let profile = rules.chain.profile();
@@ -135,6 +136,11 @@ pub fn check(block: Unchecked, rules: &Rules<'_>) -> Result<Checked, Rejection> 
             tips_paid: profile.tips_paid,
         };
         verified = check_contents(&header, &txs, &scopes, &proofs, got_logs.as_deref(), &scope)?;
+        // Only a block verified in full: below Arbitrum One's Nitro genesis
+        // (header-only) the mixHash holds no L1 block number.
+        if verified == Level::Full && profile.l1_block_in_mix_hash {
+            l1_block_number = super::header::committed_l1_block(&header)?;
+        }
         rules.anchors.check(&header)?;
     }
     let logs = match got_logs {
@@ -167,6 +173,7 @@ pub fn check(block: Unchecked, rules: &Rules<'_>) -> Result<Checked, Rejection> 
             txs,
             logs,
             verified,
+            l1_block_number,
         },
         from_mismatches,
     })

@@ -8,6 +8,9 @@
 //! does, not a fork schedule: any field added, dropped or changed changes
 //! the hash, so a header that hashes to its `hash` is the header that was
 //! sealed, whatever chain it is on.
+//!
+//! Also what a chain's header carries inside a hashed field: the L1 block
+//! number in an Arbitrum Nitro `mixHash` ([`committed_l1_block`]).
 
 use alloy_rlp::{Encodable, Header};
 
@@ -167,6 +170,29 @@ pub fn fields(header: &BlockHeader) -> Result<&HeaderFields, Failure> {
             "header fields (stateRoot, transactionsRoot, receiptsRoot, …)",
         )
     })
+}
+
+/// The number of the L1 block an Arbitrum Nitro block was sequenced
+/// against: bytes 8..16 of its `mixHash` (Nitro's header puts the send
+/// count, the L1 block number and the ArbOS version there), which the
+/// header hash commits to. The node's `l1BlockNumber`, when it sends one,
+/// must be that number. `None` for a header without its fields.
+pub fn committed_l1_block(header: &BlockHeader) -> Result<Option<u64>, Failure> {
+    let Some(Seal::Pow { mix_hash, .. }) = header.fields.as_deref().map(|f| &f.seal) else {
+        return Ok(None);
+    };
+    let mut bytes = [0u8; 8];
+    bytes.copy_from_slice(&mix_hash[8..16]);
+    let committed = u64::from_be_bytes(bytes);
+    match header.l1_block_number {
+        Some(reported) if reported != committed => Err(Failure::new(
+            header.number,
+            "l1BlockNumber",
+            format!("{reported:#x}"),
+            format!("{committed:#x} (in mixHash)"),
+        )),
+        _ => Ok(Some(committed)),
+    }
 }
 
 #[cfg(test)]

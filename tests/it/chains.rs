@@ -29,6 +29,8 @@ struct Case {
     chain_id: u64,
     level: &'static str,
     sources: &'static [SenderSource],
+    /// The L1 block number its verified header commits to (Arbitrum Nitro).
+    l1_block: Option<u64>,
 }
 
 use SenderSource::{None as NoSender, Recovered, Reported};
@@ -42,6 +44,7 @@ const CASES: &[Case] = &[
         sources: &[
             NoSender, Recovered, Recovered, Recovered, Recovered, Recovered, Recovered,
         ],
+        l1_block: Some(0x897f00),
     },
     Case {
         block: "arbitrum-16464264.json",
@@ -49,6 +52,7 @@ const CASES: &[Case] = &[
         chain_id: 42161,
         level: "header",
         sources: &[Reported],
+        l1_block: None,
     },
     Case {
         block: "polygon-9013760.json",
@@ -56,6 +60,7 @@ const CASES: &[Case] = &[
         chain_id: 137,
         level: "full",
         sources: &[Recovered, Recovered, Recovered, Recovered],
+        l1_block: None,
     },
     Case {
         block: "polygon-23887160.json",
@@ -63,6 +68,7 @@ const CASES: &[Case] = &[
         chain_id: 137,
         level: "full",
         sources: &[Recovered],
+        l1_block: None,
     },
     Case {
         block: "polygon-820461.json",
@@ -70,6 +76,7 @@ const CASES: &[Case] = &[
         chain_id: 137,
         level: "full",
         sources: &[Recovered],
+        l1_block: None,
     },
     Case {
         block: "zksync-35533.json",
@@ -77,6 +84,7 @@ const CASES: &[Case] = &[
         chain_id: 324,
         level: "links",
         sources: &[Reported],
+        l1_block: None,
     },
 ];
 
@@ -88,6 +96,7 @@ fn real_blocks_of_other_chains_verify_by_their_profile() {
         let block = check_block_text_on(chain, &fixture(c.block), receipts.as_deref())
             .unwrap_or_else(|e| panic!("{} on {}: {e:#}", c.block, chain.describe()));
         assert_eq!(block.verified.as_str(), c.level, "{}", c.block);
+        assert_eq!(block.l1_block_number, c.l1_block, "{}", c.block);
         let sources: Vec<_> = block.txs.iter().map(|t| t.recovered.source).collect();
         assert_eq!(sources, c.sources, "{}", c.block);
         for (i, t) in block.txs.iter().enumerate() {
@@ -165,14 +174,26 @@ fn a_changed_field_of_a_chain_block_is_caught() {
                 v["transactions"].as_array_mut().unwrap().remove(0);
             }),
         ),
+        (
+            "l1BlockNumber",
+            Box::new(|v| {
+                v["l1BlockNumber"] = Value::from("0x897f01");
+            }),
+        ),
     ];
     for (what, change) in &changes {
         let changed = edit(&text, change);
         let receipts = (*what != "dropped tx").then_some(receipts.as_str());
-        assert!(
-            check_block_text_on(chain, &changed, receipts).is_err(),
-            "{what}: not caught"
-        );
+        let err = match check_block_text_on(chain, &changed, receipts) {
+            Ok(_) => panic!("{what}: not caught"),
+            Err(e) => format!("{e:#}"),
+        };
+        if *what == "l1BlockNumber" {
+            assert!(
+                err.contains("l1BlockNumber") && err.contains("0x897f00"),
+                "{err}"
+            );
+        }
     }
     let changed = edit(&receipts, |v| {
         v[2]["cumulativeGasUsed"] = Value::from("0x1");
@@ -231,13 +252,14 @@ async fn backfill_stores_blocks_of_other_chains_at_the_level_reached() {
             &url,
             &["backfill", "--from", &n_text, "--to", &n_text],
         );
-        let verified: Option<String> =
-            sqlx::query_scalar("SELECT verified FROM blocks WHERE number = $1")
+        let (verified, l1_block): (Option<String>, Option<i64>) =
+            sqlx::query_as("SELECT verified, l1_block_number FROM blocks WHERE number = $1")
                 .bind(n as i64)
                 .fetch_one(&pool)
                 .await
                 .unwrap();
         assert_eq!(verified.as_deref(), Some(c.level), "{}", c.block);
+        assert_eq!(l1_block, c.l1_block.map(|b| b as i64), "{}", c.block);
         levels.insert(c.level);
         let rows: Vec<SourceRow> = sqlx::query_as(
             "SELECT sender_source, sender, node_from, gas_used_for_l1, l1_fee::text \

@@ -127,6 +127,7 @@ impl MemoryChain {
                 timestamp: 1_700_000_000 + number * 12,
                 logs_bloom: None,
                 fields: None,
+                l1_block_number: None,
             },
             txs: (0..s.txs_per_block)
                 .map(|i| (first + i) % self.txs.len())
