@@ -33,7 +33,13 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     init_logging();
     let settings = settings::load(&cli)?;
     tracing::debug!(?settings, "settings");
-    let runtime = tokio::runtime::Builder::new_multi_thread()
+    // One thread runs everything async. The pipeline's futures are polled
+    // here, in `block_on`, and recovery has threads of its own
+    // (`recover::Pool`), so the worker threads of a multi-thread runtime
+    // would only read sockets and wake this thread: two context switches
+    // for each answer that arrives (docs/performance.md, 2026-12-07
+    // seventh: half the context switches, less system time and RSS).
+    let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
