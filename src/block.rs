@@ -23,8 +23,9 @@ pub struct Block {
     pub logs: Vec<Log>,
     /// How it was verified before it was stored.
     pub verified: crate::verify::Level,
-    /// The L1 block it was sequenced against, where its verified header
-    /// commits to one (Arbitrum Nitro); `None` elsewhere.
+    /// The L1 block it was built on, where a block verified in full
+    /// commits to one (the chain profile's `l1_origin`: Arbitrum Nitro's
+    /// `mixHash`, OP Stack's L1-attributes deposit); `None` elsewhere.
     pub l1_block_number: Option<u64>,
 }
 

@@ -438,12 +438,82 @@ pub struct Profile {
     /// pays min(maxFeePerGas, baseFee + tip) per gas. Arbitrum's sequencer
     /// charges the base fee alone.
     pub tips_paid: bool,
-    /// Whether a fully verified block's `mixHash` carries the number of the
-    /// L1 block it was sequenced against, in bytes 8..16 (Arbitrum Nitro:
-    /// send count, L1 block number, ArbOS version), so that the number is
-    /// committed by the header hash.
-    pub l1_block_in_mix_hash: bool,
+    /// Where a block commits the number of the L1 block it was built on,
+    /// which a block verified in full then tells (`blocks.l1_block_number`).
+    pub l1_origin: L1Origin,
 }
+
+/// Where a chain's blocks commit the number of the L1 block each was built
+/// on (sequenced against, or derived from).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum L1Origin {
+    /// Nowhere the indexer checks.
+    None,
+    /// Bytes 8..16 of the header's `mixHash` (Arbitrum Nitro puts the send
+    /// count, the L1 block number and the ArbOS version there), committed
+    /// by the header hash.
+    MixHash,
+    /// The calldata of the deposit that opens each block (OP Stack's
+    /// L1-attributes transaction), committed by its transaction hash and
+    /// so by the transactions root.
+    InfoDeposit(&'static InfoDeposit),
+}
+
+/// A deposit that carries its block's L1 origin: sent by `from` to `to`
+/// as the block's first transaction, its calldata starting with one of
+/// `selectors`, each a layout with the L1 block number as a big-endian
+/// u64 in bytes `number_at..number_at + 8`.
+#[derive(Debug, PartialEq, Eq)]
+pub struct InfoDeposit {
+    pub tx_type: u8,
+    pub from: Address,
+    pub to: Address,
+    pub selectors: &'static [[u8; 4]],
+    pub number_at: usize,
+}
+
+impl InfoDeposit {
+    /// The L1 block number `tx` carries, when it is this deposit in one of
+    /// the layouts known here; `None` for any other transaction, and for a
+    /// selector a later upgrade brings (the column stays NULL, not a guess).
+    pub fn l1_block(&self, tx: &Tx) -> Option<u64> {
+        if tx.tx_type != self.tx_type || tx.from != Some(self.from) || tx.to != Some(self.to) {
+            return None;
+        }
+        let selector = tx.input.get(..4)?;
+        if !self.selectors.iter().any(|s| s == selector) {
+            return None;
+        }
+        let number = tx.input.get(self.number_at..self.number_at + 8)?;
+        Some(u64::from_be_bytes(number.try_into().ok()?))
+    }
+}
+
+/// OP Stack's L1-attributes deposit: from the depositor account
+/// 0xdead…0001 to the L1Block predeploy 0x4200…0015. Its layouts by
+/// upgrade: Bedrock's `setL1BlockValues(uint64 _number, …)` (0x015d8eb9,
+/// ABI-encoded: the number right-aligned in the first 32-byte word, so in
+/// bytes 28..36), then packed: `setL1BlockValuesEcotone()` (0x440a5e20),
+/// `…Isthmus()` (0x098999be) and `…Jovian()` (0x3db6be2b), each starting
+/// basefeeScalar u32, blobBaseFeeScalar u32, sequenceNumber u64, timestamp
+/// u64, number u64: bytes 28..36 again (op-node's l1_block_info.go).
+pub const OP_L1_ATTRIBUTES: InfoDeposit = InfoDeposit {
+    tx_type: 0x7e,
+    from: [
+        0xde, 0xad, 0xde, 0xad, 0xde, 0xad, 0xde, 0xad, 0xde, 0xad, 0xde, 0xad, 0xde, 0xad, 0xde,
+        0xad, 0xde, 0xad, 0x00, 0x01,
+    ],
+    to: [
+        0x42, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x15,
+    ],
+    selectors: &[
+        [0x01, 0x5d, 0x8e, 0xb9],
+        [0x44, 0x0a, 0x5e, 0x20],
+        [0x09, 0x89, 0x99, 0xbe],
+        [0x3d, 0xb6, 0xbe, 0x2b],
+    ],
+    number_at: 28,
+};
 
 const ETHEREUM: Profile = Profile {
     family: Family::Ethereum,
@@ -453,7 +523,7 @@ const ETHEREUM: Profile = Profile {
     eras: &[],
     pseudo_txs: &[],
     tips_paid: true,
-    l1_block_in_mix_hash: false,
+    l1_origin: L1Origin::None,
 };
 
 const OP_STACK: Profile = Profile {
@@ -469,7 +539,7 @@ const OP_STACK: Profile = Profile {
     }],
     pseudo_txs: &[],
     tips_paid: true,
-    l1_block_in_mix_hash: false,
+    l1_origin: L1Origin::InfoDeposit(&OP_L1_ATTRIBUTES),
 };
 
 const ARBITRUM: Profile = Profile {
@@ -507,7 +577,7 @@ const ARBITRUM: Profile = Profile {
     }],
     pseudo_txs: &[],
     tips_paid: false,
-    l1_block_in_mix_hash: true,
+    l1_origin: L1Origin::MixHash,
 };
 
 const POLYGON: Profile = Profile {
@@ -518,7 +588,7 @@ const POLYGON: Profile = Profile {
     eras: &[],
     pseudo_txs: &[PseudoTx::BorStateSync],
     tips_paid: true,
-    l1_block_in_mix_hash: false,
+    l1_origin: L1Origin::None,
 };
 
 const BNB: Profile = Profile {
@@ -529,7 +599,7 @@ const BNB: Profile = Profile {
     eras: &[],
     pseudo_txs: &[],
     tips_paid: true,
-    l1_block_in_mix_hash: false,
+    l1_origin: L1Origin::None,
 };
 
 const AVALANCHE: Profile = Profile {
@@ -540,7 +610,7 @@ const AVALANCHE: Profile = Profile {
     eras: &[],
     pseudo_txs: &[],
     tips_paid: true,
-    l1_block_in_mix_hash: false,
+    l1_origin: L1Origin::None,
 };
 
 const CELO: Profile = Profile {
@@ -585,7 +655,7 @@ const CELO: Profile = Profile {
     ],
     pseudo_txs: &[],
     tips_paid: true,
-    l1_block_in_mix_hash: false,
+    l1_origin: L1Origin::InfoDeposit(&OP_L1_ATTRIBUTES),
 };
 
 const SCROLL: Profile = Profile {
@@ -601,7 +671,7 @@ const SCROLL: Profile = Profile {
     eras: &[],
     pseudo_txs: &[],
     tips_paid: true,
-    l1_block_in_mix_hash: false,
+    l1_origin: L1Origin::None,
 };
 
 const ZKSYNC: Profile = Profile {
@@ -651,7 +721,7 @@ const ZKSYNC: Profile = Profile {
     eras: &[],
     pseudo_txs: &[],
     tips_paid: true,
-    l1_block_in_mix_hash: false,
+    l1_origin: L1Origin::None,
 };
 
 /// A transaction type the chain's profile does not know.

@@ -278,6 +278,94 @@ fn op_deposits_hash_from_their_fields_and_commit_their_sender() {
 }
 
 #[test]
+fn the_l1_attributes_deposit_tells_its_l1_block_in_every_layout() {
+    let deposit = |name: &str| Tx::from_value_in(&value(name), Family::OpStack).unwrap();
+    // Real L1-attributes deposits of OP Mainnet: two Ecotone (0x440a5e20),
+    // one Jovian (0x3db6be2b). Expected: bytes 28..36 of their input read
+    // with Python's int.from_bytes, and the L1 timestamp beside them
+    // (bytes 20..28) dates each to its L1 block (Nov 2024, May 2026).
+    for (name, l1) in [
+        ("op-tx-4fae8f6c.json", 21_246_467),
+        ("op-tx-bc9329af.json", 21_095_047),
+        ("op-tx-8298e19f.json", 25_086_365),
+    ] {
+        assert_eq!(
+            OP_L1_ATTRIBUTES.l1_block(&deposit(name)),
+            Some(l1),
+            "{name}"
+        );
+    }
+    // A user deposit (to the L2 cross-domain messenger) carries none.
+    assert_eq!(
+        OP_L1_ATTRIBUTES.l1_block(&deposit("op-tx-0bf1845c.json")),
+        None
+    );
+    let ecotone = deposit("op-tx-4fae8f6c.json");
+    let with_input = |input: Vec<u8>| Tx {
+        input,
+        ..ecotone.clone()
+    };
+    // Bedrock: setL1BlockValues(uint64 _number, uint64 _timestamp, …),
+    // ABI-encoded by alloy from the signature, not by hand.
+    let bedrock = alloy_json_abi::Function::parse(
+        "setL1BlockValues(uint64,uint64,uint256,bytes32,uint64,bytes32,uint256,uint256)",
+    )
+    .unwrap();
+    use alloy_dyn_abi::{DynSolValue, JsonAbiExt};
+    let word = |n: u64| DynSolValue::Uint(alloy_primitives::U256::from(n), 256);
+    let args = [
+        DynSolValue::Uint(alloy_primitives::U256::from(17_422_590u64), 64),
+        DynSolValue::Uint(alloy_primitives::U256::from(1_686_068_903u64), 64),
+        word(30),
+        DynSolValue::FixedBytes(alloy_primitives::B256::repeat_byte(1), 32),
+        DynSolValue::Uint(alloy_primitives::U256::from(5u64), 64),
+        DynSolValue::FixedBytes(alloy_primitives::B256::repeat_byte(2), 32),
+        word(188),
+        word(684_000),
+    ];
+    let input = bedrock.abi_encode_input(&args).unwrap();
+    assert_eq!(&input[..4], [0x01, 0x5d, 0x8e, 0xb9], "Bedrock's selector");
+    assert_eq!(
+        OP_L1_ATTRIBUTES.l1_block(&with_input(input)),
+        Some(17_422_590)
+    );
+    // Isthmus: Ecotone's packed fields and two more; the same place.
+    let mut isthmus = ecotone.input.clone();
+    isthmus[..4].copy_from_slice(&[0x09, 0x89, 0x99, 0xbe]);
+    isthmus.extend([0; 12]);
+    assert_eq!(
+        OP_L1_ATTRIBUTES.l1_block(&with_input(isthmus)),
+        Some(21_246_467)
+    );
+    // A layout a later upgrade brings, or calldata too short: none, not a guess.
+    let mut unknown = ecotone.input.clone();
+    unknown[..4].copy_from_slice(&[0xde, 0xad, 0xbe, 0xef]);
+    assert_eq!(OP_L1_ATTRIBUTES.l1_block(&with_input(unknown)), None);
+    assert_eq!(
+        OP_L1_ATTRIBUTES.l1_block(&with_input(ecotone.input[..35].to_vec())),
+        None
+    );
+    // The same calldata from another sender, or to another contract: none.
+    let other = Tx {
+        from: Some(addr("0xdeaddeaddeaddeaddeaddeaddeaddeaddead0002")),
+        ..ecotone.clone()
+    };
+    assert_eq!(OP_L1_ATTRIBUTES.l1_block(&other), None);
+    let other = Tx {
+        to: Some(addr("0x4200000000000000000000000000000000000016")),
+        ..ecotone.clone()
+    };
+    assert_eq!(OP_L1_ATTRIBUTES.l1_block(&other), None);
+    // Where the rule is: OP Stack chains and Celo, and no other.
+    for family in [Family::OpStack, Family::Celo] {
+        assert_eq!(
+            family.profile().l1_origin,
+            L1Origin::InfoDeposit(&OP_L1_ATTRIBUTES)
+        );
+    }
+}
+
+#[test]
 fn the_family_decides_what_0x7e_is() {
     let v = value("op-tx-0bf1845c.json");
     // Ethereum's rules know no 0x7e: unsupported, as before.

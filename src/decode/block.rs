@@ -27,7 +27,7 @@ pub struct BlockHeader {
     pub fields: Option<Box<HeaderFields>>,
     /// `l1BlockNumber` as the node reports it (Arbitrum): the L1 block
     /// the block was sequenced against. Not hashed as such; `verify` holds
-    /// it to the header where the chain's header commits to it.
+    /// it to the number the block commits to, where it commits to one.
     pub l1_block_number: Option<u64>,
 }
 

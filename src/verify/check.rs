@@ -19,7 +19,7 @@ use super::{
 };
 use super::{BlockScope, TxScope};
 use crate::block::{Block, BlockTx, RecoverError, Recovered};
-use crate::chain::{Chain, ReceiptEncoding, SenderSource, TxHashing};
+use crate::chain::{Chain, L1Origin, ReceiptEncoding, SenderSource, TxHashing};
 use crate::config::LogsSettings;
 use crate::decode::{BlockHeader, Log, PayloadError, hex0x};
 
@@ -136,10 +136,17 @@ pub fn check(block: Unchecked, rules: &Rules<'_>) -> Result<Checked, Rejection> 
             tips_paid: profile.tips_paid,
         };
         verified = check_contents(&header, &txs, &scopes, &proofs, got_logs.as_deref(), &scope)?;
-        // Only a block verified in full: below Arbitrum One's Nitro genesis
-        // (header-only) the mixHash holds no L1 block number.
-        if verified == Level::Full && profile.l1_block_in_mix_hash {
-            l1_block_number = super::header::committed_l1_block(&header)?;
+        // Only a block verified in full commits it: below Arbitrum One's
+        // Nitro genesis (header-only) the mixHash holds no L1 block number,
+        // and an unchecked deposit's calldata is the node's word.
+        if verified == Level::Full {
+            let committed = match profile.l1_origin {
+                L1Origin::None => None,
+                L1Origin::MixHash => super::header::mix_hash_l1_block(&header),
+                L1Origin::InfoDeposit(deposit) => txs.first().and_then(|t| deposit.l1_block(&t.tx)),
+            };
+            l1_block_number =
+                super::header::agreed_l1_block(&header, committed, profile.l1_origin)?;
         }
         rules.anchors.check(&header)?;
     }

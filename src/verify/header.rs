@@ -10,11 +10,14 @@
 //! sealed, whatever chain it is on.
 //!
 //! Also what a chain's header carries inside a hashed field: the L1 block
-//! number in an Arbitrum Nitro `mixHash` ([`committed_l1_block`]).
+//! number in an Arbitrum Nitro `mixHash` ([`mix_hash_l1_block`]), and the
+//! agreement of a committed L1 block number with the node's
+//! ([`agreed_l1_block`]).
 
 use alloy_rlp::{Encodable, Header};
 
 use super::Failure;
+use crate::chain::L1Origin;
 use crate::decode::{BlockHeader, HeaderFields, Seal, keccak};
 
 /// keccak256 of `header`'s RLP encoding.
@@ -175,23 +178,39 @@ pub fn fields(header: &BlockHeader) -> Result<&HeaderFields, Failure> {
 /// The number of the L1 block an Arbitrum Nitro block was sequenced
 /// against: bytes 8..16 of its `mixHash` (Nitro's header puts the send
 /// count, the L1 block number and the ArbOS version there), which the
-/// header hash commits to. The node's `l1BlockNumber`, when it sends one,
-/// must be that number. `None` for a header without its fields.
-pub fn committed_l1_block(header: &BlockHeader) -> Result<Option<u64>, Failure> {
+/// header hash commits to. `None` for a header without its fields.
+pub fn mix_hash_l1_block(header: &BlockHeader) -> Option<u64> {
     let Some(Seal::Pow { mix_hash, .. }) = header.fields.as_deref().map(|f| &f.seal) else {
-        return Ok(None);
+        return None;
     };
     let mut bytes = [0u8; 8];
     bytes.copy_from_slice(&mix_hash[8..16]);
-    let committed = u64::from_be_bytes(bytes);
-    match header.l1_block_number {
-        Some(reported) if reported != committed => Err(Failure::new(
-            header.number,
-            "l1BlockNumber",
-            format!("{reported:#x}"),
-            format!("{committed:#x} (in mixHash)"),
-        )),
-        _ => Ok(Some(committed)),
+    Some(u64::from_be_bytes(bytes))
+}
+
+/// The L1 block number `committed` (found where `origin` says) once the
+/// node's `l1BlockNumber`, when it sends one, is found equal to it: a
+/// different number is a failure naming both.
+pub fn agreed_l1_block(
+    header: &BlockHeader,
+    committed: Option<u64>,
+    origin: L1Origin,
+) -> Result<Option<u64>, Failure> {
+    match (header.l1_block_number, committed) {
+        (Some(reported), Some(committed)) if reported != committed => {
+            let place = match origin {
+                L1Origin::MixHash => "in mixHash",
+                L1Origin::InfoDeposit(_) => "in the L1-attributes deposit",
+                L1Origin::None => "committed",
+            };
+            Err(Failure::new(
+                header.number,
+                "l1BlockNumber",
+                format!("{reported:#x}"),
+                format!("{committed:#x} ({place})"),
+            ))
+        }
+        _ => Ok(committed),
     }
 }
 

@@ -16,7 +16,9 @@ use sqlx::PgPool;
 use crate::support::anvil::{Anvil, hex_u64, mine_empty};
 use crate::support::compare::{assert_db_equals_chain, chain, wait_db_equals_head};
 use crate::support::indexer::{self, Running};
-use crate::support::op_chain::{Deposit, mine_op_round, start_op_anvil};
+use crate::support::op_chain::{
+    Deposit, L1_ATTRIBUTES_DEPOSITOR, L1_BLOCK, l1_origin_of_round, mine_op_round, start_op_anvil,
+};
 use crate::support::pg;
 use crate::support::proxy::FaultProxy;
 
@@ -100,6 +102,44 @@ async fn assert_sources_and_deposit_fields(pool: &PgPool, anvil: &Anvil, deposit
     assert_eq!(seen_deposits, deposits.len(), "deposits stored");
 }
 
+/// `blocks.l1_block_number` is the number in the block's first
+/// transaction when that is the L1-attributes deposit of a round (read here
+/// from the node's block, bytes 28..36 of Ecotone's layout), NULL for any
+/// other block; and every round's deposit opened its block.
+async fn assert_l1_origins(pool: &PgPool, anvil: &Anvil, rounds: std::ops::Range<u64>) {
+    let stored: Vec<(i64, Option<i64>)> =
+        sqlx::query_as("SELECT number, l1_block_number FROM blocks ORDER BY number")
+            .fetch_all(pool)
+            .await
+            .unwrap();
+    let head = stored.last().unwrap().0 as u64;
+    let mut seen = Vec::new();
+    for (b, (number, l1)) in chain(anvil, 0, head).await.iter().zip(&stored) {
+        let first = b["transactions"].as_array().unwrap().first();
+        let expected = first
+            .filter(|tx| {
+                is_deposit(tx)
+                    && tx["from"]
+                        .as_str()
+                        .is_some_and(|a| a.eq_ignore_ascii_case(L1_ATTRIBUTES_DEPOSITOR))
+                    && tx["to"]
+                        .as_str()
+                        .is_some_and(|a| a.eq_ignore_ascii_case(L1_BLOCK))
+            })
+            .map(|tx| {
+                let input = hex::decode(&tx["input"].as_str().unwrap()[2..]).unwrap();
+                u64::from_be_bytes(input[28..36].try_into().unwrap()) as i64
+            });
+        assert_eq!(*l1, expected, "block {number}");
+        seen.extend(expected);
+    }
+    let rounds: Vec<i64> = rounds.map(|r| l1_origin_of_round(r) as i64).collect();
+    assert_eq!(
+        seen, rounds,
+        "each round's L1-attributes deposit first in its block"
+    );
+}
+
 async fn assert_every_block_verified_in_full(pool: &PgPool) {
     let levels: Vec<(Option<String>, i64)> =
         sqlx::query_as("SELECT verified, count(*) FROM blocks GROUP BY verified")
@@ -139,6 +179,7 @@ async fn backfill_then_follow_of_an_op_stack_chain_equal_the_node_every_block_ve
     assert_db_equals_chain(&pool, &anvil, 0, head).await;
     assert_every_block_verified_in_full(&pool).await;
     assert_sources_and_deposit_fields(&pool, &anvil, &deposits).await;
+    assert_l1_origins(&pool, &anvil, 0..3).await;
 
     // `status` counts senders by source.
     let out = indexer::run_ok(anvil.url(), &url, &["status"]);
@@ -159,6 +200,7 @@ async fn backfill_then_follow_of_an_op_stack_chain_equal_the_node_every_block_ve
     run.terminate().await;
     assert_every_block_verified_in_full(&pool).await;
     assert_sources_and_deposit_fields(&pool, &anvil, &deposits).await;
+    assert_l1_origins(&pool, &anvil, 0..5).await;
 }
 
 /// A proxy that changes `field` of the first deposit of every block it

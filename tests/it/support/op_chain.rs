@@ -110,9 +110,17 @@ pub fn deposits_of_every_shape(salt: u64, to: Address, creation: bool) -> Vec<De
     let other = aliased(addr("0x000000000000000000000000000000000000b0b0"));
     let creator = aliased(addr("0x00000000000000000000000000000000000c0de0"));
     let eth = U256::from(10).pow(U256::from(18));
+    // setL1BlockValuesEcotone() with its packed fields (the OP Stack
+    // specification's l1-attributes layout): basefeeScalar and
+    // blobBaseFeeScalar (here the salt), sequenceNumber, timestamp, the L1
+    // block number, then basefee, blobBaseFee, hash and batcherHash.
     let mut l1_info = hex::decode("440a5e20").unwrap();
     l1_info.extend(salt.to_be_bytes());
-    l1_info.extend([7u8; 152]);
+    l1_info.extend(0u64.to_be_bytes());
+    l1_info.extend([7u8; 8]);
+    l1_info.extend(l1_origin_of_round(salt).to_be_bytes());
+    l1_info.extend([7u8; 128]);
+    assert_eq!(l1_info.len(), 164, "Ecotone's L1-attributes calldata");
     let mut deposits = vec![
         Deposit {
             source_hash: source(salt * 10),
@@ -158,6 +166,11 @@ pub fn deposits_of_every_shape(salt: u64, to: Address, creation: bool) -> Vec<De
         });
     }
     deposits
+}
+
+/// The L1 block number the L1-attributes deposit of round `salt` names.
+pub fn l1_origin_of_round(salt: u64) -> u64 {
+    20_000_000 + salt
 }
 
 /// Starts an OP Stack anvil (see the module docs); blocks are mined by
