@@ -4,12 +4,15 @@
 //! (the op-stack profile from `eth_chainId`, verification on). The
 //! database must equal the node, every block verified in full, every
 //! deposit's sender `committed` with its signed fields stored, every other
-//! sender `recovered`; a provider that changes a deposit's `from` or
-//! `mint` is caught and nothing of that block is stored.
+//! sender `recovered`, each block's L1 origin from its L1-attributes
+//! deposit; a provider that changes a deposit's `from`, `mint` or calldata,
+//! or reports another L1 block number, is caught and nothing of that block
+//! is stored.
 
 use std::sync::Arc;
 use std::time::Duration;
 
+use alloy_primitives::Address;
 use serde_json::Value;
 use sqlx::PgPool;
 
@@ -17,7 +20,8 @@ use crate::support::anvil::{Anvil, hex_u64, mine_empty};
 use crate::support::compare::{assert_db_equals_chain, chain, wait_db_equals_head};
 use crate::support::indexer::{self, Running};
 use crate::support::op_chain::{
-    Deposit, L1_ATTRIBUTES_DEPOSITOR, L1_BLOCK, l1_origin_of_round, mine_op_round, start_op_anvil,
+    Deposit, L1_ATTRIBUTES_DEPOSITOR, L1_BLOCK, deposits_of_every_shape, l1_origin_of_round,
+    mine_op_round, start_op_anvil,
 };
 use crate::support::pg;
 use crate::support::proxy::FaultProxy;
@@ -224,14 +228,21 @@ fn lie_about_deposits(proxy: &FaultProxy, field: &'static str, to: &'static str)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_provider_that_changes_a_deposits_from_or_mint_is_caught() {
+async fn a_provider_that_changes_a_deposits_from_mint_or_calldata_is_caught() {
     let anvil = start_op_anvil().await;
     mine_op_round(&anvil, 0, false).await;
     let head = anvil.block_number().await;
     assert_eq!(head, 1);
+    // The first deposit is the L1-attributes one: another L1 block number
+    // in its calldata changes its hash too.
+    let round_0 = deposits_of_every_shape(0, Address::ZERO, false);
+    let mut input = round_0[0].data.clone();
+    input[28..36].copy_from_slice(&(l1_origin_of_round(0) + 1).to_be_bytes());
+    let input: &'static str = format!("0x{}", hex::encode(input)).leak();
     for (field, to) in [
         ("from", "0x00000000000000000000000000000000000b0b01"),
         ("mint", "0xde0b6b3a7640000"),
+        ("input", input),
     ] {
         let proxy = FaultProxy::start(anvil.url()).await;
         lie_about_deposits(&proxy, field, to);
@@ -250,6 +261,48 @@ async fn a_provider_that_changes_a_deposits_from_or_mint_is_caught() {
             .await
             .unwrap();
         assert_eq!(stored, 0, "{field}: the lied-about block was stored");
+    }
+}
+
+/// A node that reports `l1BlockNumber` (as Arbitrum's do) is held to the
+/// number the L1-attributes deposit commits: equal, the block is stored
+/// with it; different, the run stops naming the field and nothing of the
+/// block is stored.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reported_l1_block_number_must_be_the_deposits() {
+    let anvil = start_op_anvil().await;
+    mine_op_round(&anvil, 0, false).await;
+    let committed = l1_origin_of_round(0);
+    for (reported, ok) in [(committed, true), (committed + 1, false)] {
+        let proxy = FaultProxy::start(anvil.url()).await;
+        proxy.set_edit(Some(Arc::new(move |method, result| {
+            if method != "eth_getBlockByNumber" || result["number"] != "0x1" {
+                return false;
+            }
+            result["l1BlockNumber"] = Value::from(format!("{reported:#x}"));
+            true
+        })));
+        let (pool, url) = pg::fresh_db().await;
+        let out = indexer::run(proxy.url(), &url, &["backfill", "--from", "0", "--to", "1"]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(proxy.edited() > 0, "the proxy changed nothing");
+        let stored: Option<Option<i64>> =
+            sqlx::query_scalar("SELECT l1_block_number FROM blocks WHERE number = 1")
+                .fetch_optional(&pool)
+                .await
+                .unwrap();
+        if ok {
+            assert!(out.status.success(), "{err}");
+            assert_eq!(stored, Some(Some(committed as i64)));
+        } else {
+            assert!(!out.status.success(), "a different l1BlockNumber passed");
+            assert!(
+                err.contains("block 1") && err.contains("l1BlockNumber"),
+                "{err}"
+            );
+            assert!(err.contains("L1-attributes deposit"), "{err}");
+            assert_eq!(stored, None, "the block was stored");
+        }
     }
 }
 

@@ -174,12 +174,21 @@ pub fn l1_origin_of_round(salt: u64) -> u64 {
 }
 
 /// Starts an OP Stack anvil (see the module docs); blocks are mined by
-/// [`Anvil::mine`] only, so deposits and signed transactions share blocks.
+/// [`Anvil::mine`] only, so deposits and signed transactions share blocks,
+/// in the order they were sent.
 pub async fn start_op_anvil() -> Anvil {
     Anvil::start_with(AnvilOptions {
         no_mining: true,
         optimism: true,
-        extra_args: vec!["--chain-id".into(), OP_CHAIN_ID.to_string()],
+        // In the order sent, as a sequencer orders a block: the
+        // L1-attributes deposit first, then user deposits, then the rest
+        // (anvil's default orders by fee, which puts deposits last).
+        extra_args: vec![
+            "--chain-id".into(),
+            OP_CHAIN_ID.to_string(),
+            "--order".into(),
+            "fifo".into(),
+        ],
         ..AnvilOptions::default()
     })
     .await
