@@ -356,12 +356,15 @@ fn the_l1_attributes_deposit_tells_its_l1_block_in_every_layout() {
         ..ecotone.clone()
     };
     assert_eq!(OP_L1_ATTRIBUTES.l1_block(&other), None);
-    // Where the rule is: OP Stack chains and Celo, and no other.
-    for family in [Family::OpStack, Family::Celo] {
-        assert_eq!(
-            family.profile().l1_origin,
-            L1Origin::InfoDeposit(&OP_L1_ATTRIBUTES)
-        );
+    // Where the rule is: OP Stack chains and Celo; Arbitrum's is its
+    // header's; no other family has one.
+    for family in Family::ALL {
+        let expected = match family {
+            Family::OpStack | Family::Celo => L1Origin::InfoDeposit(&OP_L1_ATTRIBUTES),
+            Family::Arbitrum => L1Origin::MixHash,
+            _ => L1Origin::None,
+        };
+        assert_eq!(family.profile().l1_origin, expected, "{family}");
     }
 }
 
