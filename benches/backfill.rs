@@ -653,6 +653,8 @@ async fn run() -> anyhow::Result<()> {
     let floor_rec_s = floor_pairs.len() as f64 / floor_timing.median();
     let floor_txs_s = (FLOOR_REPS * all_txs.len()) as f64 / floor_timing.median();
     let ratio = txs_per_s / floor_txs_s;
+    // One recovery's CPU: two threads recover floor_txs_s a second.
+    let floor_us = 2e6 / floor_txs_s;
     let per_tx_us = |cpu: f64| cpu * 1e6 / total_txs as f64;
     let all_cpu = child_cpu + pg_cpu + self_cpu;
     let share = |cpu: f64| format!("{:.0}%", 100.0 * cpu / (elapsed * cores as f64));
@@ -680,7 +682,7 @@ async fn run() -> anyhow::Result<()> {
                 "ratio txs/s / raw 2-thread txs/s",
                 format!(
                     "{ratio:.2} (goal >= {})",
-                    if logs_on { "0.65 with receipts and logs" } else { "0.75" }
+                    if logs_on { "0.5 with receipts and logs" } else { "0.75" }
                 ),
             ),
             row(
@@ -690,17 +692,26 @@ async fn run() -> anyhow::Result<()> {
             row(
                 "CPU: indexer",
                 format!(
-                    "{child_cpu:.1} s = {:.1} us/tx ({} of {cores} cores)",
+                    "{child_cpu:.1} s = {:.1} us/tx ({} of {cores} cores){}",
                     per_tx_us(child_cpu),
-                    share(child_cpu)
+                    share(child_cpu),
+                    if logs_on {
+                        format!(
+                            "; {:.1} beyond the raw floor (goal <= 18)",
+                            per_tx_us(child_cpu) - floor_us
+                        )
+                    } else {
+                        String::new()
+                    }
                 ),
             ),
             row(
                 "CPU: postgres",
                 format!(
-                    "{pg_cpu:.1} s = {:.1} us/tx ({})",
+                    "{pg_cpu:.1} s = {:.1} us/tx ({}){}",
                     per_tx_us(pg_cpu),
-                    share(pg_cpu)
+                    share(pg_cpu),
+                    if logs_on { " (goal <= 25)" } else { "" }
                 ),
             ),
             row(
@@ -713,7 +724,7 @@ async fn run() -> anyhow::Result<()> {
             ),
             row(
                 "CPU: raw floor, for comparison",
-                format!("{:.1} us/tx of one core", 2e6 / floor_txs_s),
+                format!("{floor_us:.1} us/tx of one core"),
             ),
             row(
                 "CPU-bound ceiling at this CPU/tx",
