@@ -25,9 +25,10 @@ pub struct BlockHeader {
     /// field of it (`crate::verify` rebuilds the hash from these); `None`
     /// for a bare header (a test chain, a minimal proxy).
     pub fields: Option<Box<HeaderFields>>,
-    /// `l1BlockNumber` as the node reports it (Arbitrum): the L1 block
-    /// the block was sequenced against. Not hashed as such; `verify` holds
-    /// it to the number the block commits to, where it commits to one.
+    /// `l1BlockNumber` as the node reports it (Arbitrum's nodes send it;
+    /// any chain's may): the L1 block the block was built on. Not hashed as
+    /// such; `verify` holds it to the number the block commits to (the chain
+    /// profile's `l1_origin`), where it commits to one.
     pub l1_block_number: Option<u64>,
 }
 
